@@ -1,0 +1,1 @@
+"""Backends shipped with evt, installed under the import name `evt_backends`."""

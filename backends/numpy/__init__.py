@@ -1,0 +1,1 @@
+"""The "numpy" backend: the reference interpreter behind the plugin interface."""

@@ -1,0 +1,87 @@
+"""What a backend is. Backends are objects registered through the `evt_register_backends` hook
+(see evt_core/plugin/), then looked up by name: compiling is a 1:1 dispatch, not a broadcast.
+
+A backend author subclasses `Backend`, returns a `Kernel` from `compile`, and registers the
+class from a plugin module; `backends/numpy/plugin.py` is the worked example.
+"""
+import abc
+import time
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+
+@dataclass(frozen=True, slots=True)
+class Support:
+    """An answer with its reason: `ok`, and when not ok, why and (optionally) which node."""
+    ok: bool
+    reason: str = ""
+    node: Any = None
+
+    def __bool__(self):
+        return self.ok
+
+    @classmethod
+    def yes(cls):
+        return cls(True)
+
+
+class Backend(abc.ABC):
+    """A compiler from a lowered Program to a callable kernel.
+
+    name:      the string users pass to `evt_core.compile(tree, backend=name)`.
+    options:   the compile options this backend accepts, with their defaults; `compile()`
+               rejects any other keyword with an UnsupportedError naming it.
+    """
+    name: ClassVar[str]
+    options: ClassVar[dict] = {}
+
+    @abc.abstractmethod
+    def available(self) -> Support:
+        """Can this backend run here (driver, GPU, libraries)? Never raises."""
+
+    def supports(self, tree, options) -> Support:
+        """Can this backend compile `tree` with `options`? Return Support(False, reason, node)
+        naming the node it cannot handle."""
+        return Support.yes()
+
+    @abc.abstractmethod
+    def compile(self, tree, options) -> "Kernel":
+        """Build the kernel. `tree.program` is the lowered Program to compile."""
+
+    def hash(self) -> str:
+        """Enters the compile-cache key: change it whenever generated code changes."""
+        return f"{self.name}-1"
+
+
+@dataclass
+class Kernel:
+    """A compiled epilogue: `kernel(A, B, **inputs) -> dict[name, array]`.
+
+    run:     the backend's callable taking (A, B, inputs: dict) and returning the result dict.
+    stages:  named intermediates, in order ("program", "source", "ptx", ...), kept for
+             inspection and for EVT_DUMP.
+    """
+    backend: str
+    tree: Any
+    run: Any
+    stages: dict = field(default_factory=dict)
+    options: dict = field(default_factory=dict)
+    compile_seconds: float = 0.0
+
+    def __call__(self, A, B, **inputs):
+        return self.run(A, B, inputs)
+
+    @property
+    def source(self):
+        """The last textual stage (generated source), or ''."""
+        texts = [v for v in self.stages.values() if isinstance(v, str)]
+        return texts[-1] if texts else ""
+
+    def __repr__(self):
+        return f"<Kernel backend={self.backend} outputs={list(self.tree.program.result_names)}>"
+
+
+def timed(fn, *args):
+    t = time.perf_counter()
+    out = fn(*args)
+    return out, time.perf_counter() - t

@@ -1,0 +1,32 @@
+"""The three storage dtypes and their rounding. Compute is always float32; a store rounds its
+fp32 value to the output dtype with round-to-nearest-even (NumPy's astype for float16,
+ml_dtypes' for bfloat16)."""
+import ml_dtypes
+import numpy as np
+
+from .errors import DTypeError
+
+bfloat16 = np.dtype(ml_dtypes.bfloat16)
+DTYPES = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16), "bfloat16": bfloat16}
+
+
+def dtype_name(dtype, what):
+    """Canonical name ('float32' | 'float16' | 'bfloat16') of a NumPy-like dtype, or DTypeError
+    naming `what`."""
+    if isinstance(dtype, str) and dtype in DTYPES:
+        return dtype
+    try:
+        d = np.dtype(dtype)
+    except TypeError:
+        d = None
+    if d is None and str(dtype) in ("bfloat16", "torch.bfloat16"):
+        return "bfloat16"
+    for name, ref in DTYPES.items():
+        if d == ref:
+            return name
+    raise DTypeError(f"{what} has dtype {dtype}; supported dtypes are float32, float16, bfloat16")
+
+
+def round_to(x, name):
+    """fp32 array -> array of dtype `name`, rounded to nearest even."""
+    return np.asarray(x, np.float32).astype(DTYPES[name])

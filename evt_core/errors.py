@@ -1,0 +1,62 @@
+"""Typed errors. Every problem a user can cause raises a subclass of EvtError that names the
+offending input, output or node and says what to do; nothing in this package raises a bare
+Exception or lets a NumPy/Numba traceback escape for bad input."""
+
+
+class EvtError(Exception):
+    """Root of every error this package raises on purpose."""
+
+
+class TraceError(EvtError):
+    """The epilogue function cannot be traced: a missing `accum` parameter, a missing example,
+    an unnamed returned expression, an unknown op, a Python construct with no tree meaning.
+    The message names the parameter, output or expression and the fix."""
+
+
+class ShapeError(EvtError, ValueError):
+    """Shapes that do not fit: operands that do not broadcast, a reduction output whose shape
+    does not match `over`, or an input whose shape at call time differs from its traced role.
+    The message names the tensor(s) and both shapes."""
+
+
+class DTypeError(EvtError, TypeError):
+    """An array whose dtype is not the one the tree was traced with (or not a supported dtype:
+    float32, float16, bfloat16). Cast the array or re-trace with the new dtype."""
+
+
+class UnsupportedError(EvtError):
+    """The tree is valid but cannot be compiled as asked: a layout no node kind can express,
+    an op a backend has no spelling for, an option a backend does not take."""
+
+    def __init__(self, message, node=None):
+        super().__init__(message)
+        self.node = node
+
+
+class BackendNotFoundError(EvtError, LookupError):
+    """`compile(tree, backend=name)` with a name no plugin registered, or a backend whose
+    plugin failed to load. The message lists the registered backends and any load errors."""
+
+    def __init__(self, name, available, load_errors=None):
+        self.name, self.available, self.load_errors = name, tuple(available), dict(load_errors or {})
+        msg = f"no backend named {name!r}; registered: {', '.join(self.available) or 'none'}"
+        close = [a for a in self.available if a.replace("_", "") == name.replace("_", "").lower()]
+        if close:
+            msg += f" (did you mean {close[0]!r}?)"
+        if name in self.load_errors:
+            msg += f"\nthe plugin for {name!r} failed to load: {self.load_errors[name]}"
+        super().__init__(msg)
+
+
+class BackendUnavailableError(EvtError, RuntimeError):
+    """The backend is registered but cannot run here (no GPU, missing library). The message
+    carries the backend's own reason."""
+
+
+class KernelCompileError(EvtError, RuntimeError):
+    """A backend failed to build the kernel it generated. This is a bug in the backend, not in
+    the caller's tree; the message carries the stage and the generated source."""
+
+    def __init__(self, backend, stage, detail, source=""):
+        self.backend, self.stage, self.source = backend, stage, source
+        super().__init__(f"{backend}: {stage} failed: {detail}")

@@ -1,0 +1,16 @@
+"""Graph-level fusion for training graphs: the IR, the EVT graph passes and an exact
+branch-and-bound partitioner (issue 5). Quick start:
+
+    from evt_core import partition as P
+    g = P.Graph(); x = g.input("x", (8192, 768)); w = g.input("w", (768, 3072))
+    g.output(g.add("gelu", g.add("mm", x, w), approximate="tanh"))
+    plan = P.partition(g)          # plan.groups, plan.cost, plan.optimal, plan.stats
+    out = P.run(plan, {"x": ..., "w": ...}, backend="numpy")
+"""
+from .errors import PartitionError
+from .evaluate import evaluate
+from .graph import Graph, Node
+from .optable import Kind
+from .types import TensorType
+
+__all__ = ["Graph", "Node", "Kind", "TensorType", "PartitionError", "evaluate"]

@@ -1,0 +1,76 @@
+"""Which node pairs may share a group, derived once from the op classes (design doc 5.1/5.2).
+
+An edge u->v is *possibly internal* unless a rule forbids it outright: v is an anchor and the
+edge is not a permute/transpose feeding a GEMM (epilogue-only fusion), u is a reduction (its
+result is complete only after the group), or either end is opaque. Convexity adds more: if u
+and c share a group, every node on every path u ~> c does too, so a forbidden edge anywhere on
+such a path forbids the pair (u, c). `prune_edges` applies that to edges to a fixpoint."""
+from __future__ import annotations
+
+from .graph import Graph
+from .optable import GEMMS, LAYOUT_INTO_GEMM, Kind
+
+
+def ever_internal(g: Graph, u: str, v: str) -> bool:
+    """May edge u->v lie inside a group in some legal plan, judged by the two ends alone?"""
+    a, b = g.nodes[u], g.nodes[v]
+    if Kind.OPAQUE in (a.kind, b.kind) or a.kind is Kind.REDUCTION:
+        return False
+    if b.kind is Kind.ANCHOR:
+        return a.op in LAYOUT_INTO_GEMM and b.op in GEMMS
+    return True
+
+
+def absorbed_layout_producers(g: Graph, p: str, users) -> list[tuple[str, str]]:
+    """Pairs (u, gemm) that may not share a group: a permute p feeding a GEMM in its group is
+    an operand layout, so p's own producer u would be fused *before* the mainloop."""
+    node = g.nodes[p]
+    if node.op not in LAYOUT_INTO_GEMM:
+        return []
+    gemms = [c for c in users[p] if g.nodes[c].op in GEMMS]
+    prods = [u for u in node.inputs if g.nodes[u].kind not in (Kind.INPUT, Kind.CONST)]
+    return [(u, m) for u in prods for m in gemms]
+
+
+class Reach:
+    """Ancestor/descendant bitsets over the compute nodes (bit i = topological index i).
+    O(N*E/wordsize) to build; every later convexity test is a mask operation."""
+
+    def __init__(self, g: Graph):
+        self.names = g.compute_nodes()
+        self.index = {n: i for i, n in enumerate(self.names)}
+        self.preds = [[self.index[u] for u in dict.fromkeys(g.nodes[n].inputs) if u in self.index]
+                      for n in self.names]
+        self.succs = [[] for _ in self.names]
+        for v, ps in enumerate(self.preds):
+            for u in ps:
+                self.succs[u].append(v)
+        self.anc = [0] * len(self.names)
+        for v, ps in enumerate(self.preds):
+            m = 1 << v
+            for u in ps:
+                m |= self.anc[u]
+            self.anc[v] = m
+        self.desc = [0] * len(self.names)
+        for u in reversed(range(len(self.names))):
+            m = 1 << u
+            for v in self.succs[u]:
+                m |= self.desc[v]
+            self.desc[u] = m
+
+
+def prune_edges(g: Graph, r: Reach) -> set[tuple[int, int]]:
+    """Postcondition: the returned edges (u, v) are exactly those that may be internal to a
+    group: allowed by `ever_internal` and with no forbidden edge on any path u ~> v."""
+    keep = {(u, v) for v, ps in enumerate(r.preds) for u in ps
+            if ever_internal(g, r.names[u], r.names[v])}
+    while True:
+        # tails[c]: tails of forbidden edges lying on some path into c. O(E) bigint ors.
+        tails = [0] * len(r.names)
+        for v, ps in enumerate(r.preds):
+            for u in ps:
+                tails[v] |= tails[u] | (0 if (u, v) in keep else 1 << u)
+        bad = {(u, v) for (u, v) in keep if r.desc[u] & tails[v]}
+        if not bad:
+            return keep
+        keep -= bad

@@ -1,0 +1,154 @@
+"""Layout elimination: PERMUTE and RESHAPE disappear from the compute tree.
+
+Invariant established: no layout node remains; every layout op became a step of a LOAD's view
+(for values that do not depend on accum: the op is pushed down to the loads it reads) or of a
+STORE's view (for values that depend on accum: the op is pulled up to the store, and the
+output array is viewed through its inverse). The affected tensors simply get other strides,
+as in CUTLASS's layout pass. A layout that would need the accumulator itself in another
+order (permute(accum) + accum, or a reduction of a permuted accumulator) is refused.
+"""
+import functools
+
+import numpy as np
+
+from ...errors import UnsupportedError
+from ..ir import describe
+from ..ops import ELEMENTWISE, LAYOUT, Op, REDUCTIONS
+from .rewrite import rewrite
+
+
+def eliminate_layout(tree):
+    depends = _accum_dependence()
+
+    @functools.lru_cache(maxsize=None)
+    def down(node, steps):
+        """`node` (accum-free) with layout `steps` applied, as a layout-free node."""
+        if node.op in LAYOUT:
+            return down(node.src[0], ((node.op, node.arg),) + steps)
+        if not steps:
+            if node.op in ELEMENTWISE or node.op in REDUCTIONS:
+                return node.replace(src=tuple(down(s, ()) for s in node.src))
+            return node
+        shape = _apply_shape(node.shape, steps)
+        if node.op in (Op.CONST, Op.SCALAR):
+            return node                      # a scalar is the same in every layout
+        if node.op is Op.LOAD:
+            view = node.arg.view + tuple((k.value, a) for k, a in steps)
+            return node.replace(arg=_with_view(node.arg, view), shape=shape)
+        if node.op in ELEMENTWISE:
+            return node.replace(src=tuple(down(_fit(s, node.shape, steps), steps) for s in node.src), shape=shape)
+        raise UnsupportedError(f"{describe(node)}: a layout op applied to a reduction result cannot be expressed; "
+                               "reduce the laid-out value instead", node)
+
+    def hoist(node):
+        """(layout-free node, steps) with node == steps applied to it; accum-dependent nodes only."""
+        if not depends(node):
+            return down(node, ()), ()
+        if node.op is Op.ACCUM:
+            return node, ()
+        if node.op in LAYOUT:
+            inner, steps = hoist(node.src[0])
+            return inner, steps + ((node.op, node.arg, node.src[0].shape),)
+        if node.op in REDUCTIONS:
+            inner, steps = hoist(node.src[0])
+            if steps:
+                raise UnsupportedError(f"{describe(node)} reduces a permuted/reshaped accumulator value; reduce "
+                                       "before the layout op (reductions name problem axes L, M, N)", node)
+            return node.replace(src=(inner,)), ()
+        parts = [hoist(s) if depends(s) else None for s in node.src]
+        steps = {p[1] for p in parts if p is not None}
+        if len(steps) > 1:
+            raise UnsupportedError(f"{describe(node)} combines accumulator values in different layouts "
+                                   f"({' vs '.join(str(_names(s)) for s in steps)}); no node kind can read the "
+                                   "accumulator transposed", node)
+        (steps,) = steps
+        inv = _inverse(steps)
+        src = []
+        for s, p in zip(node.src, parts):
+            if p is not None:
+                src.append(p[0])
+            elif inv and any(k is Op.RESHAPE for k, _ in inv) and s.shape not in ((), ) and max(s.shape, default=1) > 1:
+                raise UnsupportedError(f"{describe(node)}: {describe(s)} would have to be un-reshaped alongside the "
+                                       "accumulator; reshape it explicitly instead", node)
+            else:
+                src.append(down(_fit(s, node.shape, inv), inv))
+        inner_shape = _apply_shape(node.shape, inv)
+        return node.replace(src=tuple(src), shape=inner_shape), steps
+
+    def fix(node):
+        if node.op is not Op.STORE:
+            return node
+        inner, steps = hoist(node.src[0])
+        if not steps:
+            return node.replace(src=(inner,))
+        view = tuple((k.value, a) for k, a in _inverse(steps)) + node.arg.view
+        return node.replace(src=(inner,), arg=_with_view(node.arg, view))
+
+    return rewrite(tree, fix)
+
+
+def _accum_dependence():
+    @functools.lru_cache(maxsize=None)
+    def depends(node):
+        return node.op is Op.ACCUM or any(depends(s) for s in node.src)
+    return depends
+
+
+def _fit(operand, full_shape, steps):
+    """Pad a broadcast operand to the rank the steps expect (and stretch it before a reshape)."""
+    if not steps or operand.op in (Op.CONST, Op.SCALAR):
+        return operand
+    pad = len(full_shape) - len(operand.shape)
+    out = operand
+    if pad:
+        out = _pad(out, pad)
+    if steps[0][0] is Op.RESHAPE and tuple(out.shape) != tuple(full_shape):
+        out = _stretch(out, full_shape)
+    return out
+
+
+def _pad(node, k):
+    shape = (1,) * k + tuple(node.shape)
+    if node.op is Op.LOAD:
+        return node.replace(arg=_with_view(node.arg, node.arg.view + (("pad", k),)), shape=shape)
+    return node.replace(src=tuple(_pad(s, k) if s.shape else s for s in node.src), shape=shape)
+
+
+def _stretch(node, shape):
+    if node.op is Op.LOAD:
+        return node.replace(arg=_with_view(node.arg, node.arg.view + (("broadcast", tuple(shape)),)), shape=shape)
+    if node.op in (Op.CONST, Op.SCALAR):
+        return node
+    return node.replace(src=tuple(_stretch(s, shape) for s in node.src), shape=shape)
+
+
+def _inverse(steps):
+    """Layout steps that undo `steps` (each (op, arg, source shape))."""
+    inv = []
+    for op, arg, src_shape in reversed(steps):
+        if op is Op.PERMUTE:
+            inv.append((Op.PERMUTE, tuple(int(i) for i in np.argsort(arg))))
+        else:
+            inv.append((Op.RESHAPE, tuple(src_shape)))
+    return tuple(inv)
+
+
+def _apply_shape(shape, steps):
+    for step in steps:
+        op, arg = step[0], step[1]
+        if op is Op.PERMUTE:
+            shape = tuple(shape[d] for d in arg)
+        else:
+            known = int(np.prod([e for e in arg if e != -1]))
+            total = int(np.prod(shape))
+            shape = tuple(total // known if e == -1 else e for e in arg)
+    return tuple(shape)
+
+
+def _names(steps):
+    return [f"{s[0].value}{s[1]}" for s in steps]
+
+
+def _with_view(operand, view):
+    from dataclasses import replace
+    return replace(operand, view=view)
