@@ -67,3 +67,13 @@ def amin(x, over):
 def mean(x, over):
     """Mean over the named axes: the fp32 sum divided by the number of reduced elements."""
     return apply(Op.MEAN, x, arg=_axes(over, "mean"))
+
+
+class UnknownOpError(TraceError, AttributeError):
+    """`ops.<name>` for a name that is not an epilogue op."""
+
+
+def __getattr__(name):
+    if name.startswith("__"):
+        raise AttributeError(name)
+    raise UnknownOpError(f"unknown op ops.{name}; epilogue ops are: {', '.join(__all__)}")

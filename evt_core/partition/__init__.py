@@ -14,3 +14,13 @@ from .optable import Kind
 from .types import TensorType
 
 __all__ = ["Graph", "Node", "Kind", "TensorType", "PartitionError", "evaluate"]
+
+from .cache import SolutionCache  # noqa: E402
+from .cost import plan_cost  # noqa: E402
+from .driver import partition  # noqa: E402
+from .exhaustive import exhaustive_optimum  # noqa: E402
+from .legality import check_plan, violations  # noqa: E402
+from .plan import Plan, SolveStats  # noqa: E402
+
+__all__ += ["partition", "Plan", "SolveStats", "SolutionCache", "plan_cost", "check_plan",
+            "violations", "exhaustive_optimum"]

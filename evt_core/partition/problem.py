@@ -37,6 +37,7 @@ class Problem:
     fixed_cost: int                          # bytes on component edges that are always cut
     forbid: tuple[int, ...]                  # forbid[i]: mask of nodes never in i's group
     order: tuple[tuple[int, ...], ...]       # order[v]: nodes whose group must precede v's
+    anchors: tuple[int, ...] = ()            # anchor nodes (already pairwise forbidden)
 
     @property
     def size(self) -> int:
@@ -111,7 +112,7 @@ def make_problem(g: Graph, d: Decomposition, comp: tuple[int, ...]) -> Problem:
             order[local[v]].add(local[u])
     return Problem(tuple(r.names[i] for i in comp), tuple(edges), fixed,
                    tuple(_to_local(forbid[i], local) for i in comp),
-                   tuple(tuple(sorted(o)) for o in order))
+                   tuple(tuple(sorted(o)) for o in order), tuple(local[a] for a in anchors))
 
 
 def _outside_paths(r: Reach, comp, cmask: int) -> dict[int, int]:

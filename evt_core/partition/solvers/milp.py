@@ -16,11 +16,11 @@ from ..problem import Problem, bits
 from .state import Solution, cost_of, split_connected
 
 
-def solve_milp(p: Problem, time_limit: float | None = None, anchors: tuple[int, ...] = ()) -> Solution:
+def solve_milp(p: Problem, time_limit: float | None = None) -> Solution:
     from scipy.optimize import Bounds, LinearConstraint, milp
     from scipy.sparse import coo_matrix
 
-    n, E = p.size, len(p.edges)
+    n, E, anchors = p.size, len(p.edges), p.anchors
     if n <= 1:
         return Solution(((0,),) if n else (), p.fixed_cost, True, 0, "milp")
     S = n

@@ -1,0 +1,98 @@
+"""`partition(g)`: decompose, solve each component (cache first), assemble, verify.
+
+Each component is solved with the rest of the graph as singletons, a relaxation, so the sum
+of component optima bounds the global optimum from below; if the assembled groups are acyclic
+they are therefore globally optimal. If they are not (a cycle through several components,
+possible only in contrived graphs), the components on the cycle are merged and re-solved."""
+from __future__ import annotations
+
+import time
+
+from .cache import SolutionCache
+from .cost import plan_cost
+from .errors import check
+from .graph import Graph
+from .legality import _quotient_cycle
+from .plan import Plan, SolveStats
+from .problem import decompose, make_problem
+from .solvers.bnb import solve_bnb
+from .solvers.greedy import solve_greedy
+from .solvers.milp import solve_milp
+
+SOLVERS = {"bnb": solve_bnb, "milp": solve_milp, "greedy": solve_greedy}
+DEFAULT_CACHE = SolutionCache()
+
+
+def partition(g: Graph, solver: str = "bnb", time_limit: float | None = None,
+              cache: SolutionCache | None | bool = True) -> Plan:
+    """Partition `g` into fusible groups minimising bytes between groups.
+
+    solver: "bnb" (exact, default), "milp" (the original's ILP through SciPy/HiGHS) or "greedy".
+    time_limit: seconds for the whole solve; past it the best plan found so far is returned
+    with optimal=False. cache: a SolutionCache, True for the process-wide one, or None/False."""
+    check(solver in SOLVERS, "solver", f"unknown solver {solver!r}; use one of {sorted(SOLVERS)}")
+    cache = DEFAULT_CACHE if cache is True else (cache or None)
+    if solver == "greedy":
+        cache = None
+    t0 = time.perf_counter()
+    deadline = None if time_limit is None else t0 + time_limit
+    d = decompose(g)
+    comps = [tuple(c) for c in d.components]
+    stats = dict(nodes_explored=0, searched=0, cache_hits=0, merges=0)
+    solved: dict[tuple[int, ...], tuple[list[list[str]], bool]] = {}
+    while True:
+        for comp in comps:
+            if comp not in solved:
+                solved[comp] = _solve_component(g, d, comp, SOLVERS[solver], cache, deadline, stats)
+        groups = [grp for comp in comps for grp in solved[comp][0]]
+        cyc = set(_quotient_cycle(g, groups, {n: k for k, grp in enumerate(groups) for n in grp}))
+        if not cyc:
+            break
+        merged = tuple(sorted(i for c in comps if any(d.reach.names[i] in cyc for i in c) for i in c))
+        comps = [c for c in comps if not set(c) <= set(merged)] + [merged]
+        stats["merges"] += 1
+    optimal = all(solved[c][1] for c in comps)
+    ordered = _executable_order(g, groups)
+    elapsed = time.perf_counter() - t0
+    return Plan(g, ordered, plan_cost(g, ordered), optimal,
+                SolveStats(solver, elapsed, stats["nodes_explored"], len(comps), stats["searched"],
+                           stats["cache_hits"], max((len(c) for c in comps), default=0),
+                           stats["merges"], optimal))
+
+
+def _solve_component(g, d, comp, solve, cache, deadline, stats):
+    names = [d.reach.names[i] for i in comp]
+    if len(comp) == 1:
+        return [names], True
+    p = make_problem(g, d, comp)
+    hit = cache.get(p) if cache is not None else None
+    if hit is not None:
+        stats["cache_hits"] += 1
+        return [[p.names[i] for i in grp] for grp in hit], True
+    left = None if deadline is None else max(deadline - time.perf_counter(), 1e-3)
+    sol = solve(p, left)
+    stats["nodes_explored"] += sol.nodes_explored
+    stats["searched"] += 1
+    if cache is not None and sol.optimal:
+        cache.put(p, sol.groups)
+    return [[p.names[i] for i in grp] for grp in sol.groups], sol.optimal
+
+
+def _executable_order(g: Graph, groups) -> list[list[str]]:
+    """Groups in a topological order of the quotient graph (ties: earliest node first), each
+    group's nodes in graph order."""
+    pos = {n: i for i, n in enumerate(g.nodes)}
+    groups = [sorted(grp, key=pos.get) for grp in groups]
+    where = {n: k for k, grp in enumerate(groups) for n in grp}
+    preds = [set() for _ in groups]
+    for k, grp in enumerate(groups):
+        for n in grp:
+            preds[k].update(where[u] for u in g.nodes[n].inputs if u in where and where[u] != k)
+    out, done = [], set()
+    pending = sorted(range(len(groups)), key=lambda k: pos[groups[k][0]])
+    while pending:
+        k = next(k for k in pending if preds[k] <= done)
+        pending.remove(k)
+        done.add(k)
+        out.append(groups[k])
+    return out
