@@ -47,6 +47,7 @@ class OpInfo:
 _K = np.float32(math.sqrt(2.0 / math.pi))
 _A = np.float32(0.044715)
 _erf = np.vectorize(math.erf, otypes=[np.float64])
+_SQRT_HALF = math.sqrt(0.5)
 
 
 def _f32(f):
@@ -60,7 +61,7 @@ def _f32(f):
 def _gelu(x):
     # erf computed in float64 then rounded: NumPy has no float32 erf; the difference is far
     # below any backend's tolerance and keeps the reference deterministic.
-    return x * np.float32(0.5) * (np.float32(1) + _erf(x.astype(np.float64)).astype(np.float32))
+    return x * np.float32(0.5) * (np.float32(1) + _erf(x.astype(np.float64) * _SQRT_HALF).astype(np.float32))
 
 
 def _gelu_tanh(x):
