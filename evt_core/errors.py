@@ -40,7 +40,8 @@ class BackendNotFoundError(EvtError, LookupError):
     def __init__(self, name, available, load_errors=None):
         self.name, self.available, self.load_errors = name, tuple(available), dict(load_errors or {})
         msg = f"no backend named {name!r}; registered: {', '.join(self.available) or 'none'}"
-        close = [a for a in self.available if a.replace("_", "") == name.replace("_", "").lower()]
+        import difflib
+        close = difflib.get_close_matches(str(name).replace("-", "_").lower(), self.available, n=1)
         if close:
             msg += f" (did you mean {close[0]!r}?)"
         if name in self.load_errors:

@@ -117,20 +117,7 @@ class Tree:
 
     def nodes(self):
         """Every node reachable from the roots (TOPO bodies included), post-order, once each."""
-        seen, order = set(), []
-
-        def visit(n):
-            if n in seen:
-                return
-            seen.add(n)
-            for s in n.src:
-                visit(s)
-            if n.op is Op.TOPO:
-                visit(n.arg)
-            order.append(n)
-        for r in self.roots:
-            visit(r)
-        return order
+        return postorder(self.roots, into_bodies=True)
 
     def pretty(self):
         """One line per output: `D <- relu(...)`."""
@@ -138,6 +125,24 @@ class Tree:
 
     def __repr__(self):
         return f"<Tree outputs={list(self.result_names)} batched={self.batched}>"
+
+
+def postorder(roots, into_bodies=False):
+    """Nodes reachable from `roots`, operands before users, each once (by structure)."""
+    seen, order = set(), []
+
+    def visit(n):
+        if n in seen:
+            return
+        seen.add(n)
+        for s in n.src:
+            visit(s)
+        if into_bodies and n.op is Op.TOPO:
+            visit(n.arg)
+        order.append(n)
+    for r in roots:
+        visit(r)
+    return order
 
 
 def accum_axes(batched):

@@ -8,7 +8,7 @@ POST-DOMINATOR, not the first node reachable from every use: the latter can be b
 dGELU case in the design notes), which loses an operand. Cost: O(shared nodes * N^2) on N
 nodes, fine for epilogue-sized trees.
 """
-from ..ir import Node
+from ..ir import Node, postorder
 from ..ops import Op
 
 
@@ -16,26 +16,12 @@ def dag_to_tree(tree):
     root = tree.roots[0] if len(tree.roots) == 1 and tree.roots[0].op in (Op.SINK, Op.TOPO) \
         else Node(Op.SINK, tree.roots, shape=())
     while True:
-        order = _topological(root)
+        order = postorder((root,))
         users = _users(order)
         shared = next((n for n in order if len(users[n]) > 1), None)
         if shared is None:
             return tree.replace(roots=(root,))
         root = _collapse(root, shared, order, users)
-
-
-def _topological(root):
-    order, seen = [], set()
-
-    def visit(n):
-        if n in seen:
-            return
-        seen.add(n)
-        for s in n.src:
-            visit(s)
-        order.append(n)
-    visit(root)
-    return order
 
 
 def _users(order):
