@@ -17,7 +17,8 @@ from ..tree.ops import AXES, ELEMENTWISE, Op, REDUCTIONS
 
 def interpret(tree, A, B, **inputs):
     """Evaluate `tree` on A, B and the named inputs; returns {output name: np.ndarray}."""
-    A, B = np.asarray(A), np.asarray(B)
+    A, B = to_numpy(A), to_numpy(B)
+    inputs = {k: to_numpy(v) if hasattr(v, "shape") else v for k, v in inputs.items()}
     if tree.program is not None:
         bound = bind(tree.program, A, B, inputs, numpy_alloc)
         outputs, (L, M, N) = bound.result, (bound.L, bound.M, bound.N)
@@ -99,6 +100,24 @@ class _Env:
         except ValueError:
             raise ShapeError(f"output {operand.name!r} of shape {out.shape} cannot hold a value of shape "
                              f"{value.shape}") from None
+
+
+def to_numpy(x):
+    """Host copy of a NumPy, CuPy, Numba device or PyTorch array (the reference runs on the
+    host whatever the caller's arrays are)."""
+    if isinstance(x, np.ndarray):
+        return x
+    if hasattr(x, "copy_to_host"):                      # numba device array
+        return x.copy_to_host()
+    if hasattr(x, "get") and hasattr(x, "__cuda_array_interface__"):   # cupy
+        return x.get()
+    if hasattr(x, "detach") and hasattr(x, "cpu"):      # torch (bf16 through float32)
+        t = x.detach().cpu()
+        if str(t.dtype) == "torch.bfloat16":
+            import ml_dtypes
+            return t.float().numpy().astype(ml_dtypes.bfloat16)
+        return t.numpy()
+    return np.asarray(x)
 
 
 def apply_view(x, view):
