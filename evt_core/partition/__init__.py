@@ -24,3 +24,10 @@ from .plan import Plan, SolveStats  # noqa: E402
 
 __all__ += ["partition", "Plan", "SolveStats", "SolutionCache", "plan_cost", "check_plan",
             "violations", "exhaustive_optimum"]
+from .run import RunResult, run  # noqa: E402
+
+__all__ += ["run", "RunResult"]
+from . import passes  # noqa: E402
+from .passes import PIPELINE, run_pipeline  # noqa: E402
+
+__all__ += ["passes", "PIPELINE", "run_pipeline"]

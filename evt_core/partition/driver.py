@@ -31,7 +31,7 @@ def partition(g: Graph, solver: str = "bnb", time_limit: float | None = None,
     time_limit: seconds for the whole solve; past it the best plan found so far is returned
     with optimal=False. cache: a SolutionCache, True for the process-wide one, or None/False."""
     check(solver in SOLVERS, "solver", f"unknown solver {solver!r}; use one of {sorted(SOLVERS)}")
-    cache = DEFAULT_CACHE if cache is True else (cache or None)
+    cache = DEFAULT_CACHE if cache is True else (cache if isinstance(cache, SolutionCache) else None)
     if solver == "greedy":
         cache = None
     t0 = time.perf_counter()

@@ -128,6 +128,15 @@ class Graph:
         """Nodes that the partitioner places in groups (everything but inputs and constants)."""
         return [n for n, node in self.nodes.items() if node.kind not in (Kind.INPUT, Kind.CONST)]
 
+    def structure(self) -> tuple:
+        """The outputs as nested (op, attrs, types, operands) terms, inputs by name: equal for
+        graphs that compute the same thing however their nodes are named (pass tests)."""
+        memo: dict[str, tuple] = {}
+        for n, node in self.nodes.items():
+            memo[n] = ("input", n, node.types) if node.op == "input" else \
+                (node.op, node.attrs, node.types, tuple(zip(node.params, (memo[i] for i in node.inputs))))
+        return tuple(memo[o] for o in self.outputs)
+
     def __len__(self) -> int:
         return len(self.nodes)
 

@@ -69,7 +69,7 @@ def nll_loss_backward(grad_output, self, target, weight=None, reduction=1, ignor
                       total_weight=None):
     valid, t = _valid(target, ignore_index)
     g = grad_output / (max(valid.sum(), 1) if reduction == 1 else 1)
-    hot = (t[..., None] == np.arange(self.shape[-1])) * valid[..., None]
+    hot = ((t[..., None] == np.arange(self.shape[-1])) * valid[..., None]).astype(np.float32)
     return -hot * (g[..., None] if np.ndim(g) else g)
 
 

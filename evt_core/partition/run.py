@@ -1,0 +1,73 @@
+"""Execute a plan group by group. GEMM-anchored groups become evt_core kernels compiled with
+the chosen backend; every other group (and any GEMM group the core cannot express) runs
+node by node with the NumPy semantics of `numpy_ops`. Results agree with `evaluate(g)` up to
+the rounding points fusion removes (fused intermediates stay fp32)."""
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from .epilogue import Unfusible, build
+from .evaluate import _round, eval_node, evaluate
+from .optable import Kind
+from .plan import Plan
+
+
+class RunResult(dict):
+    """{output name: array}, plus `fused` (indices of groups that ran as evt_core kernels) and
+    `unfused` ({group index: reason} for GEMM groups that fell back to NumPy)."""
+    fused: list[int]
+    unfused: dict[int, str]
+
+
+def run(plan: Plan, inputs: Mapping[str, np.ndarray], backend: str = "numpy",
+        impls: Mapping | None = None) -> RunResult:
+    import evt_core
+    from evt_core.errors import EvtError
+
+    g = plan.graph
+    env: dict[str, object] = {}
+    for name, node in g.nodes.items():
+        if node.kind is Kind.INPUT:
+            env[name] = _round(np.asarray(inputs[name]), node.types[0])
+        elif node.kind is Kind.CONST:
+            env[name] = eval_node(node, env, impls)
+    where = {n: k for k, grp in enumerate(plan.groups) for n in grp}
+    needed = {u for n, k in where.items() for u in g.nodes[n].inputs if where.get(u, k) != k}
+    needed |= set(g.outputs)
+    result = RunResult()
+    result.fused, result.unfused = [], {}
+    for k, grp in enumerate(plan.groups):
+        if any(g.nodes[n].op in ("mm", "bmm", "addmm") for n in grp):
+            try:
+                _run_gemm(g, grp, needed, env, evt_core, backend)
+                result.fused.append(k)
+                continue
+            except (Unfusible, EvtError) as err:
+                result.unfused[k] = str(err).splitlines()[0]
+        for n in grp:
+            env[n] = eval_node(g.nodes[n], env, impls)
+    result.update({o: env[o] for o in g.outputs})
+    return result
+
+
+def _run_gemm(g, grp, needed, env, evt_core, backend) -> None:
+    gg = build(g, grp, needed)
+    ns = {"ops": evt_core.ops}
+    exec(compile(gg.source, f"<epilogue of {gg.anchor.name}>", "exec"), ns)   # noqa: S102 - generated
+    tree = evt_core.trace(ns["epilogue"], gg.examples)
+    kernel = evt_core.compile(tree, backend=backend)
+    for n in gg.absorbed:          # later groups may read the permuted operand itself
+        env[n] = eval_node(g.nodes[n], env)
+    A, B = (_layout(env[name], perm) for name, perm in (gg.a, gg.b))
+    out = kernel(A, B, **{p: np.asarray(env[v]) for p, v in gg.inputs.items()})
+    for key, n in gg.outputs.items():
+        env[n] = _round(np.asarray(out[key]).reshape(g.nodes[n].shape), g.nodes[n].types[0])
+
+
+def _layout(x, perm):
+    return np.ascontiguousarray(np.transpose(x, perm)) if perm else x
+
+
+__all__ = ["run", "RunResult", "evaluate"]

@@ -1,0 +1,57 @@
+import pytest
+
+from evt_core import partition as P
+
+
+def _graph():
+    g = P.Graph()
+    x, w = g.input("x", (8, 8), "float16"), g.input("w", (8, 8), "float16")
+    a = g.add("relu", x)
+    t = g.add("t", a)
+    m = g.add("mm", t, w)
+    s = g.add("sum", m, [1], True)
+    e = g.add("mul", m, s)
+    m2 = g.add("mm", e, w)
+    g.output(m2)
+    return g
+
+
+@pytest.mark.parametrize("groups,rule", [
+    ([["relu"], ["t", "mm"], ["sum"], ["mul", "mm_1"]], "epilogue-only"),      # mul -> mm_1 prologue
+    ([["relu", "t", "mm"], ["sum"], ["mul"], ["mm_1"]], "epilogue-only"),      # permute with producer
+    ([["relu"], ["t", "mm", "sum", "mul"], ["mm_1"]], "reduction-leaf"),
+    ([["relu"], ["t", "mm", "mul"], ["sum"], ["mm_1"]], "acyclic"),
+    ([["relu", "sum"], ["t", "mm"], ["mul"], ["mm_1"]], "connected"),
+    ([["relu"], ["t", "mm"], ["sum"]], "coverage"),
+])
+def test_each_rule_is_named(groups, rule):
+    g = _graph()
+    with pytest.raises(P.PartitionError) as err:
+        P.check_plan(g, groups)
+    assert rule in {v[0] for v in P.violations(g, groups)}
+    assert err.value.nodes
+
+
+def test_legal_plan_passes():
+    g = _graph()
+    P.check_plan(g, [["relu"], ["t", "mm", "sum"], ["mul"], ["mm_1"]])
+
+
+def test_opaque_is_alone():
+    g = P.Graph()
+    x = g.input("x", (4, 4), "float16")
+    a = g.add("relu", x)
+    b = g.add("foo", a, shape=(4, 4), dtype="float16")
+    g.output(b)
+    assert "opaque" in {v[0] for v in P.violations(g, [["relu", "foo"]])}
+    plan = P.partition(g)
+    assert plan.groups == [["relu"], ["foo"]]
+
+
+def test_one_anchor_per_group():
+    g = P.Graph()
+    x, w = g.input("x", (8, 8), "float16"), g.input("w", (8, 8), "float16")
+    s = g.add("add", g.add("mm", x, w), g.add("mm", w, x))
+    g.output(s)
+    assert "one-anchor" in {v[0] for v in P.violations(g, [["mm", "mm_1", "add"]])}
+    assert P.partition(g).cost == 8 * 8 * 2
