@@ -29,25 +29,24 @@ def interpret(tree, A, B, **inputs):
     if tree.batched and acc.ndim == 2:
         acc = acc[None]
     env = _Env(tree, acc, inputs, outputs, (L, M, N))
+    top = {}
     for r in tree.roots:
-        env.eval(r, ())
+        env.eval(r, (), top)
     return {name: outputs[name] for name in tree.result_names}
 
 
 class _Env:
     def __init__(self, tree, acc, inputs, outputs, problem):
         self.tree, self.acc, self.inputs, self.outputs, self.problem = tree, acc, inputs, outputs, problem
-        self.memo = {}
 
-    def eval(self, n, args):
-        key = (n, args and id(args))
-        if key in self.memo:
-            return self.memo[key]
-        out = self._eval(n, args)
-        self.memo[key] = out
-        return out
+    def eval(self, n, args, memo):
+        """Value of `n` with TOPO placeholders bound to `args`; `memo` belongs to one
+        evaluation of one body (the same body node means other values under other args)."""
+        if n not in memo:
+            memo[n] = self._eval(n, args, memo)
+        return memo[n]
 
-    def _eval(self, n, args):
+    def _eval(self, n, args, memo):
         op = n.op
         if op is Op.ACCUM:
             return self.acc
@@ -61,9 +60,9 @@ class _Env:
         if op is Op.ARG:
             return args[n.arg]
         if op is Op.TOPO:
-            bound = tuple(self.eval(s, args) for s in n.src)
-            return self.eval(n.arg, bound)
-        vals = [self.eval(s, args) for s in n.src]
+            bound = tuple(self.eval(s, args, memo) for s in n.src)
+            return self.eval(n.arg, bound, {})
+        vals = [self.eval(s, args, memo) for s in n.src]
         if op in ELEMENTWISE:
             return ELEMENTWISE[op].fn(*vals)
         if op is Op.PERMUTE:

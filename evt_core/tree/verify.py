@@ -34,8 +34,10 @@ def verify(tree, pass_name=""):
                 fail("a store takes one operand", n)
         if any(s.op in REDUCTIONS for s in n.src) and n.op is not Op.STORE:
             fail("a reduction result may only be stored", n)
-        if n.op is Op.TOPO and any(s.op is Op.ARG for s in n.src):
-            fail("a TOPO operand is an unbound ARG", n)
+    from .ir import postorder
+    for n in postorder(tree.roots):          # outside TOPO bodies no ARG is bound
+        if n.op is Op.ARG:
+            fail("an ARG placeholder outside any TOPO body", n)
     missing = set(tree.result_names) - set(names)
     if missing:
         fail(f"outputs {sorted(missing)} are never stored")

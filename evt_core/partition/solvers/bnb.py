@@ -20,6 +20,7 @@ import time
 from itertools import combinations
 
 from ..problem import Problem, bits
+from .packing import pack_bound
 from .greedy import _groups, solve_greedy
 from .state import Solution, State, cost_of, split_connected
 
@@ -75,6 +76,7 @@ class _Search:
 
     def bound(self, k: int) -> int:
         st, forbid, lb = self.st, self.p.forbid, 0
+        und = []
         for v in range(k, self.p.size):
             if not st.in_w[v]:
                 continue
@@ -89,14 +91,21 @@ class _Search:
             for s, w in per.items():
                 if w > best and not forbid[v] & st.members[s]:
                     best = w
-            lb += max(self.total_in[v] - best - free, self.static_loss[v])
-        return lb
+            L = max(self.total_in[v] - best - free, self.static_loss[v])
+            if L > 0:
+                lb += L
+            else:
+                und.extend((u, v, w) for u, w in st.in_w[v])
+        return lb, und
 
     def rec(self, k: int, cost: int) -> None:
         self.explored += 1
         if self.deadline is not None and self.explored % 256 == 0 and time.perf_counter() > self.deadline:
             raise _Timeout
-        if cost + self.bound(k) >= self.best_cost:
+        lb, und = self.bound(k)
+        if cost + lb >= self.best_cost:
+            return
+        if cost + lb + pack_bound(self.p.size, und, self.st.grp, self.st.members, self.p.forbid, k) >= self.best_cost:
             return
         st = self.st
         if k == self.p.size:
