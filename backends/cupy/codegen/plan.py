@@ -1,0 +1,60 @@
+"""What one generated kernel is specialised on, as frozen data (part of the compile-cache key).
+
+`Spec` is decided per call from the bound arrays (dtypes, which operand layouts allow vector or
+TMA access); `TileConfig` is the tile shape the autotuner picks. Together with the Program they
+determine the generated source completely.
+"""
+from dataclasses import dataclass
+
+from evt_core.tree.ops import Op
+
+# how an epilogue tensor runs along N (the pair of adjacent columns each thread handles):
+N_BROADCAST = "0"     # stride 0 along N: one load serves both columns
+N_UNIT_PAIR = "1v"    # unit stride and pair-aligned: one 4/8-byte access per pair
+N_UNIT = "1"          # unit stride, not pair-aligned
+N_GENERIC = "g"       # any other stride
+
+ROW, COL, ALL, ELEM = "row", "col", "all", "elem"   # reduction kinds by the (M, N) axes removed
+REDUCE_OPS = (Op.SUM, Op.MEAN, Op.AMAX, Op.AMIN)
+
+
+def reduction_kind(red):
+    """ROW: over N keeping M (one value per row); COL: over M keeping N; ALL: over both;
+    ELEM: over neither (only L, or nothing)."""
+    m, n = "M" in red.over, "N" in red.over
+    return {(False, True): ROW, (True, False): COL, (True, True): ALL, (False, False): ELEM}[(m, n)]
+
+
+@dataclass(frozen=True)
+class Spec:
+    dtype: str               # of A and B
+    mainloop: str            # "sm80" | "sm90"
+    a_load: str              # "tma" | "async" | "scalar"
+    b_load: str              # "tma" | "async" | "scalar"
+    b_kmajor: bool           # B has unit stride along K (an (N, K) array transposed)
+    a_batched: bool          # A has a non-zero L stride
+    b_batched: bool
+    in_classes: tuple        # N_* per program input
+    out_classes: tuple       # N_* per program output
+    tma_out: int             # index of the output written by TMA stores (sm90), or -1
+    deterministic: bool
+
+
+@dataclass(frozen=True)
+class TileConfig:
+    bm: int
+    bn: int
+    bk: int
+    warps_m: int = 2         # sm80 only: warp grid of the CTA
+    warps_n: int = 4
+    stages: int = 4
+    group_m: int = 8         # grouped tile order for L2 reuse
+
+    def label(self):
+        return f"{self.bm}x{self.bn}x{self.bk}/w{self.warps_m}x{self.warps_n}/s{self.stages}"
+
+
+def row_block(spec, cfg):
+    """Rows covered by one reduction partial: a consumer warpgroup (64) on sm90, the CTA tile
+    on sm80. Deterministic partial slots are numbered by these blocks."""
+    return 64 if spec.mainloop == "sm90" else cfg.bm

@@ -1,0 +1,190 @@
+"""The sm_90a mainloop (hopper-gemm-notes.md §5-9): persistent, warp-specialised, TMA loads into
+a 128B-swizzled full/empty mbarrier ring, wgmma m64nBNk16 from shared memory, and a TMA-store
+epilogue for the main M x N output.
+
+CTA = 3 warpgroups. WG0 is the producer (one thread issues every TMA load; setmaxnreg 40); WG1
+and WG2 are consumers, each owning 64 rows x BN columns of the 128 x BN tile (setmaxnreg 232).
+Tiles are visited persistently in grouped order; while the consumers run a tile's epilogue the
+producer is already filling the ring for their next tile, which is the overlap we get without
+ping-pong scheduling. Every mbarrier wait is bounded (prelude WATCHDOG).
+"""
+from .common import module_source
+from .fragments import FragmentMap, column_group_body, combine, declare_partials, smem_floats
+
+BM, BK = 128, 64
+A_BYTES = BM * BK * 2
+STAGING_BYTES = 64 * 128 * 2     # per consumer WG: 64 rows x 128 columns of 16-bit output
+
+
+def _fragment_map(cfg, staged):
+    stage = ("*(u32*)(stg + (jj >> 3) * 8192 + (16 * w + gq + 8 * s) * 128 + (((jj & 7) ^ gq) << 4) + 4 * q) = tma_word;"
+             if staged else "")
+    return FragmentMap(
+        slots=2,
+        slot_row=lambda s: f"m0 + 64 * wg + 16 * w + gq + 8 * ({s})",
+        slot_row_in_block=lambda s: f"16 * w + gq + 8 * ({s})",
+        slot_acc=lambda s, e: f"d[4 * j + 2 * ({s}) + {e}]",
+        col_var="j", col_in_tile="8 * j + 2 * q", n0="n0", m0_block="m0 + 64 * wg", rb="mt * 2 + wg", cb="nt",
+        tile_cols=cfg.bn, rows_per_block=64, row_warps=1, row_warp_id="0", col_warps=4, col_warp_id="w",
+        group_threads=128, group_tid="tid", group_warp="w", group_warps=4,
+        sync="evt_named_bar(1 + wg, 128);", stage_word=stage)
+
+
+def smem_layout(program, spec, cfg):
+    """Byte offsets inside the 1024-aligned dynamic shared memory, and the total to request."""
+    b_bytes = cfg.bn * BK * 2
+    stage = A_BYTES + b_bytes
+    _, red_floats = smem_floats(program, _fragment_map(cfg, spec.tma_out >= 0))
+    off = {"stage": stage, "b": A_BYTES, "staging": cfg.stages * stage}
+    off["red"] = off["staging"] + (2 * STAGING_BYTES if spec.tma_out >= 0 else 0)
+    off["red_floats"] = red_floats
+    off["bars"] = off["red"] + 2 * 4 * red_floats
+    off["bars"] = (off["bars"] + 7) // 8 * 8
+    off["total"] = off["bars"] + 16 * cfg.stages + 1024    # + slack to align the base to 1024
+    return off
+
+
+def smem_bytes(program, spec, cfg):
+    return smem_layout(program, spec, cfg)["total"]
+
+
+def _wgmma(spec, cfg):
+    t = {"float16": "f16", "bfloat16": "bf16"}[spec.dtype]
+    nacc = cfg.bn // 2
+    regs = ", ".join(f"%{i}" for i in range(nacc))
+    outs = ", ".join(f'"+f"(d[{i}])' for i in range(nacc))
+    tb = 0 if spec.b_kmajor else 1     # imm-trans-b: 1 = N-major B, the (K, N) row-major input
+    return (f"// d += A(64x16, K-major) * B(16x{cfg.bn}); scale_d == 0 starts from zero\n"
+            f"__device__ __forceinline__ void evt_wgmma(float* d, u64 da, u64 db, int scale_d) {{\n"
+            f"  asm volatile(\"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{nacc + 2}, 0;\\n"
+            f"wgmma.mma_async.sync.aligned.m64n{cfg.bn}k16.f32.{t}.{t} {{{regs}}}, %{nacc}, %{nacc + 1}, p, 1, 1, 0, {tb};\\n}}\\n\"\n"
+            f"    : {outs}\n    : \"l\"(da), \"l\"(db), \"r\"(scale_d));\n}}\n")
+
+
+def _tma_load(which, batched, dst, x, y, bar):
+    if batched:
+        return f"evt_tma_load_3d({dst}, &{which}, {x}, {y}, l, {bar});"
+    return f"evt_tma_load_2d({dst}, &{which}, {x}, {y}, {bar});"
+
+
+def generate(program, spec, cfg):
+    """CUDA C++ source of the sm90a kernel `evt_main` plus evt_init/evt_finish."""
+    staged = spec.tma_out >= 0
+    fm = _fragment_map(cfg, staged)
+    red_layout, _ = smem_floats(program, fm)
+    off = smem_layout(program, spec, cfg)
+    S, BN = cfg.stages, cfg.bn
+    nacc = BN // 2
+    if spec.b_kmajor:
+        b_loads = _tma_load("tmB", spec.b_batched, "sb", "k0", "n0", "fb")
+        b_desc = "evt_wgmma_desc(sb + 32 * k, 16, 1024)"
+    else:   # (K, N) row-major: 64-column panels of 64 K rows, 8 KB apart
+        b_loads = (f"for (int p = 0; p < {BN // 64}; ++p) "
+                   + _tma_load("tmB", spec.b_batched, "sb + p * 8192", "n0 + 64 * p", "k0", "fb"))
+        b_desc = "evt_wgmma_desc(sb + 2048 * k, 8192, 1024)"
+    a_load = _tma_load("tmA", spec.a_batched, "sa", "k0", "m0", "fb")
+    batched_out = program.batched and spec.tma_out >= 0 and "L" in program.outputs[spec.tma_out].dims
+    store_fn = (f"evt_tma_store_3d(&tmD, n0 + 128 * hh + 64 * p, m0 + 64 * wg, l, stg_s + p * 8192);" if batched_out
+                else f"evt_tma_store_2d(&tmD, n0 + 128 * hh + 64 * p, m0 + 64 * wg, stg_s + p * 8192);")
+    body = column_group_body(program, fm, red_layout)
+    if staged:
+        epi_loop = f"""  #pragma unroll
+  for (int hh = 0; hh < {BN // 128}; ++hh) {{
+    if (tid == 0) evt_bulk_wait_read0();     // the previous TMA store has read the staging buffer
+    evt_named_bar(1 + wg, 128);
+    #pragma unroll
+    for (int jj = 0; jj < 16; ++jj) {{
+      const int j = hh * 16 + jj;
+      const int n = n0 + 8 * j + 2 * q;
+{body}
+    }}
+    evt_fence_async_smem();                   // st.shared -> visible to the TMA (async proxy)
+    evt_named_bar(1 + wg, 128);
+    if (tid == 0) {{
+      for (int p = 0; p < 2; ++p) {store_fn}
+      evt_bulk_commit();
+    }}
+  }}"""
+    else:
+        epi_loop = f"""  #pragma unroll
+  for (int j = 0; j < {BN // 8}; ++j) {{
+    const int n = n0 + 8 * j + 2 * q;
+{body}
+  }}"""
+    header = (f"// evt sm90a kernel: {spec.dtype}, tile {BM}x{BN}x{BK}, {S} stages, B "
+              f"{'K-major' if spec.b_kmajor else 'N-major'}, TMA-stored output {spec.tma_out}\n")
+    kernel = f"""{_wgmma(spec, cfg)}
+extern "C" __global__ void __launch_bounds__(384, 1) evt_main(const __grid_constant__ EpiArgs a,
+    const __grid_constant__ TmaDesc tmA, const __grid_constant__ TmaDesc tmB, const __grid_constant__ TmaDesc tmD) {{
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = (unsigned char*)(((u64)smem_raw + 1023) & ~1023ull);   // swizzle atoms need 1024-B bases
+  const u32 sbase = evt_smem_addr(smem);
+  const u32 bars = sbase + {off['bars']};        // full[s] at bars + 8s, empty[s] at bars + 8(S + s)
+  if (threadIdx.x == 0) {{
+    for (int s = 0; s < {S}; ++s) {{ evt_mbar_init(bars + 8 * s, 1); evt_mbar_init(bars + 8 * ({S} + s), 2); }}
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    evt_fence_async_smem();
+  }}
+  __syncthreads();
+  const int wgid = threadIdx.x / 128, tid = threadIdx.x % 128;
+  if (wgid == 0) {{
+    // ---- producer warpgroup: one thread streams A and B tiles through the ring ----
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if (tid == 0) {{
+      int s = 0; u32 ph = 0;
+      for (int t = blockIdx.x; t < a.tiles; t += gridDim.x) {{
+        int l, mt, nt;
+        evt_tile_coords(a, t, {cfg.group_m}, l, mt, nt);
+        const int m0 = mt * {BM}, n0 = nt * {BN};
+        for (int k0 = 0; k0 < a.K; k0 += {BK}) {{
+          evt_mbar_wait(bars + 8 * ({S} + s), ph ^ 1);     // the consumers released slot s
+          const u32 fb = bars + 8 * s;
+          evt_mbar_expect_tx(fb, {off['stage']});          // full boxes, zero-filled past the edges
+          const u32 sa = sbase + s * {off['stage']}, sb = sa + {off['b']};
+          {a_load}
+          {b_loads}
+          if (++s == {S}) {{ s = 0; ph ^= 1; }}
+        }}
+      }}
+    }}
+  }} else {{
+    // ---- consumer warpgroups: wgmma over the ring, then the fused epilogue ----
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+    const int wg = wgid - 1, w = tid >> 5, lane = tid & 31, gq = lane >> 2, q = lane & 3;
+    unsigned char* stg = smem + {off['staging']} + wg * {STAGING_BYTES};
+    const u32 stg_s = sbase + {off['staging']} + wg * {STAGING_BYTES};
+    float* red_smem = (float*)(smem + {off['red']}) + wg * {off['red_floats']};
+    int s = 0; u32 ph = 0;
+    for (int t = blockIdx.x; t < a.tiles; t += gridDim.x) {{
+      int l, mt, nt;
+      evt_tile_coords(a, t, {cfg.group_m}, l, mt, nt);
+      const int m0 = mt * {BM}, n0 = nt * {BN};
+      float d[{nacc}];
+      int prev = -1;
+      for (int k0 = 0; k0 < a.K; k0 += {BK}) {{
+        evt_mbar_wait(bars + 8 * s, ph);
+        const u32 sa = sbase + s * {off['stage']} + wg * 8192, sb = sbase + s * {off['stage']} + {off['b']};
+        asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+        #pragma unroll
+        for (int k = 0; k < 4; ++k)
+          evt_wgmma(d, evt_wgmma_desc(sa + 32 * k, 16, 1024), {b_desc}, (k0 > 0 || k > 0) ? 1 : 0);
+        asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+        asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");   // the previous k-block is done
+        if (prev >= 0 && tid == 0) evt_mbar_arrive(bars + 8 * ({S} + prev));
+        prev = s;
+        if (++s == {S}) {{ s = 0; ph ^= 1; }}
+      }}
+      asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+      if (tid == 0) evt_mbar_arrive(bars + 8 * ({S} + prev));
+      #pragma unroll
+      for (int i = 0; i < {nacc}; ++i) asm volatile("" : "+f"(d[i]) :: "memory");   // no reads before the wait
+      // ---- fused epilogue ----
+{declare_partials(program, fm)}
+{epi_loop}
+{combine(program, fm, red_layout)}
+    }}
+    if (tid == 0) evt_bulk_wait0();
+  }}
+}}
+"""
+    return module_source(program, spec, header, kernel)

@@ -1,0 +1,85 @@
+"""CUDA C++ spelling of every elementwise op and reduction of `evt_core.tree.ops`.
+
+Semantics live in `ELEMENTWISE[op].fn` (NumPy float32); each entry here must compute the same
+thing in fp32 on the device. Accurate libm calls (tanhf, erff, expf) are used rather than the
+`.approx` PTX forms so fp32 outputs stay within fp32 tolerance. max/min go through the
+NaN-propagating helpers of the prelude, because CUDA's fmaxf drops NaN while np.maximum keeps it.
+"""
+import math
+
+import numpy as np
+
+from evt_core.tree.ops import Op
+
+_GELU_K = "0.7978845608028654f"
+_GELU_A = "0.044715f"
+
+# op -> format string over the operand names a, b, c
+CUDA_SPELLING = {
+    Op.ADD: "{a} + {b}",
+    Op.SUB: "{a} - {b}",
+    Op.MUL: "{a} * {b}",
+    Op.DIV: "{a} / {b}",
+    Op.NEG: "-{a}",
+    Op.LT: "({a} < {b} ? 1.0f : 0.0f)",
+    Op.LE: "({a} <= {b} ? 1.0f : 0.0f)",
+    Op.GT: "({a} > {b} ? 1.0f : 0.0f)",
+    Op.GE: "({a} >= {b} ? 1.0f : 0.0f)",
+    Op.MAXIMUM: "evt_max_nan({a}, {b})",
+    Op.MINIMUM: "evt_min_nan({a}, {b})",
+    Op.RELU: "evt_max_nan({a}, 0.0f)",
+    Op.GELU: "{a} * 0.5f * (1.0f + erff({a} * 0.70710678118654752f))",
+    Op.GELU_TANH: "evt_gelu_tanh({a})",
+    Op.GELU_TANH_GRAD: "evt_gelu_tanh_grad({a})",
+    Op.SIGMOID: "evt_sigmoid({a})",
+    Op.SILU: "{a} * evt_sigmoid({a})",
+    Op.TANH: "tanhf({a})",
+    Op.EXP: "expf({a})",
+    Op.LOG: "logf({a})",
+    Op.SQRT: "sqrtf({a})",
+    Op.RSQRT: "1.0f / sqrtf({a})",   # rsqrtf is approximate; NumPy divides by the rounded sqrt
+    Op.ABS: "fabsf({a})",
+    Op.MULTIPLY_ADD: "{a} * {b} + {c}",
+    Op.WHERE: "({a} != 0.0f ? {b} : {c})",
+}
+
+# reduction op -> (combine expression over x, y; identity literal)
+REDUCE_SPELLING = {
+    Op.SUM: ("{x} + {y}", "0.0f"),
+    Op.MEAN: ("{x} + {y}", "0.0f"),
+    Op.AMAX: ("evt_max_nan({x}, {y})", "__int_as_float(0xff800000)"),
+    Op.AMIN: ("evt_min_nan({x}, {y})", "__int_as_float(0x7f800000)"),
+}
+
+# device helpers the spellings above rely on (emitted once in the prelude)
+MATH_HELPERS = f"""
+// NaN-propagating max/min: np.maximum semantics (CUDA fmaxf would drop the NaN)
+__device__ __forceinline__ float evt_max_nan(float a, float b) {{ return (a > b || a != a) ? a : b; }}
+__device__ __forceinline__ float evt_min_nan(float a, float b) {{ return (a < b || a != a) ? a : b; }}
+__device__ __forceinline__ float evt_sigmoid(float x) {{ return 1.0f / (1.0f + expf(-x)); }}
+__device__ __forceinline__ float evt_gelu_tanh(float x) {{
+  return 0.5f * x * (1.0f + tanhf({_GELU_K} * (x + {_GELU_A} * x * x * x)));
+}}
+// d/dx of the tanh-form GELU (the same formula as ops._gelu_tanh_grad)
+__device__ __forceinline__ float evt_gelu_tanh_grad(float x) {{
+  float t = tanhf({_GELU_K} * (x + {_GELU_A} * x * x * x));
+  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * {_GELU_K} * (1.0f + 3.0f * {_GELU_A} * x * x);
+}}
+"""
+
+
+def spell(op, args):
+    """The C expression of `op` applied to the operand expressions `args`."""
+    names = dict(zip("abc", args))
+    return CUDA_SPELLING[op].format(**names)
+
+
+def float_literal(value):
+    """An fp32 C literal equal to np.float32(value): a hex float of the already-rounded value, so
+    no decimal-to-binary rounding happens in the compiler."""
+    v = float(np.float32(value))
+    if math.isnan(v):
+        return "__int_as_float(0x7fffffff)"
+    if math.isinf(v):
+        return "__int_as_float(0x7f800000)" if v > 0 else "__int_as_float(0xff800000)"
+    return f"({v.hex()}f)"

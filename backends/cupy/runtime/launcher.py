@@ -1,0 +1,161 @@
+"""One compiled (Program, Spec, TileConfig): NVRTC build through CuPy, argument packing, launch.
+
+The launch path per call is: pack EpiArgs with one struct.pack, fetch cached tensor maps,
+reuse the cached reduction workspace, then 1 launch (plus init/finish launches only when the
+Program has reductions).
+"""
+import math
+
+import numpy as np
+
+from evt_core.errors import KernelCompileError
+
+from ..codegen.epilogue import arg_layout
+from ..codegen.plan import ALL, COL, ELEM, ROW, reduction_kind, row_block
+from .tensormap import dummy_map, tensor_map
+
+_NVRTC_OPTIONS = ("-std=c++17", "--diag-suppress=177,550")
+
+
+class CompiledKernel:
+    def __init__(self, program, spec, cfg, source, smem):
+        import cupy as cp
+        self.program, self.spec, self.cfg, self.source, self.smem = program, spec, cfg, source, smem
+        opts = _NVRTC_OPTIONS + (("-arch=sm_90a",) if spec.mainloop == "sm90" else ())
+        try:
+            self.module = cp.RawModule(code=source, options=opts)
+            self.main = self.module.get_function("evt_main")
+            self.init = self.module.get_function("evt_init")
+            self.finish = self.module.get_function("evt_finish")
+            if smem > 48 * 1024:
+                self.main.max_dynamic_shared_size_bytes = smem
+        except Exception as e:  # noqa: BLE001 - any NVRTC/driver failure is a backend bug
+            raise KernelCompileError("cupy", "NVRTC build", str(e), source) from e
+        self.layout = arg_layout(program, spec.dtype).struct
+        self.n_fields = len(self.layout.format.lstrip("<"))
+        self.args_dtype = np.dtype((np.void, self.layout.size))
+        self.threads = 384 if spec.mainloop == "sm90" else 32 * cfg.warps_m * cfg.warps_n
+        self.num_sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+        self._ws = None
+
+    # ---- launch geometry ----
+    def _geometry(self, b):
+        cfg = self.cfg
+        bm = 128 if self.spec.mainloop == "sm90" else cfg.bm
+        mt, nt = -(-b.M // bm), -(-b.N // cfg.bn)
+        mblk = -(-b.M // row_block(self.spec, cfg))
+        return mt, nt, b.L * mt * nt, mblk
+
+    def _parts(self, red, b, mblk, nt):
+        pl = b.L if "L" in red.over else 1
+        return pl * {ROW: nt, COL: mblk, ALL: mblk * nt, ELEM: 1}[reduction_kind(red)]
+
+    @staticmethod
+    def _elements(red, b):
+        return math.prod(e for ax, e in zip("LMN", (b.L, b.M, b.N)) if ax not in red.over)
+
+    def _workspace(self, sizes):
+        import cupy as cp
+        total = sum(sizes)
+        if self._ws is None or self._ws.size < total:
+            # earlier Prepared launches keep pointing at the old buffer: keep it alive
+            self._ws_old = getattr(self, "_ws_old", []) + [self._ws]
+            self._ws = cp.empty(max(total, 1), np.float32)
+        ptrs, off = [], 0
+        for s in sizes:
+            ptrs.append(self._ws.data.ptr + 4 * off)
+            off += s
+        return ptrs
+
+    # ---- one call ----
+    def prepare(self, b):
+        """Everything about a launch that depends only on the inputs: the packed-argument
+        values with placeholders for output pointers (filled by `Prepared.fire`)."""
+        p, spec = self.program, self.spec
+        mt, nt, tiles, mblk = self._geometry(b)
+        reds = p.reductions
+        elems = [self._elements(r, b) for r in reds]
+        parts = [self._parts(r, b, mblk, nt) for r in reds]
+        ws = self._workspace([e * (pp if spec.deterministic else 1) for e, pp in zip(elems, parts)])
+        vals = [b.A.ptr, b.B.ptr, *b.a_strides, *b.b_strides]
+        for t in b.inputs:
+            vals += [t.array.ptr, *t.strides]
+        out_pos = []
+        for t in b.outputs:
+            out_pos.append(len(vals))
+            vals += [0, *t.strides]
+        for t, w in zip(b.reductions, ws):
+            out_pos.append(len(vals) + 1)
+            vals += [w, 0, *t.strides]
+        vals += [b.L, b.M, b.N, b.K, mt, nt, tiles, mblk, nt, *b.scalars]
+        for r, e, pp in zip(reds, elems, parts):
+            count = math.prod(ext for ax, ext in zip("LMN", (b.L, b.M, b.N)) if ax in r.over)
+            vals += [float(count), pp]
+        vals += [0] * (self.n_fields - len(vals))       # the trailing pad field, if any
+        maps = self._maps(b) if spec.mainloop == "sm90" else None
+        return Prepared(self, vals, out_pos, tiles, maps, max(elems) if elems else 0)
+
+    def launch(self, b):
+        self.prepare(b).fire([t.array.ptr for t in b.outputs] + [t.array.ptr for t in b.reductions])
+
+    def _small(self, fn, args, n):
+        fn((max(1, min(-(-n // 256), 4096)),), (256,), (args,))
+
+    def _maps(self, b):
+        spec, cfg = self.spec, self.cfg
+        (aL, aM, _), (bL, bK, bN) = b.a_strides, b.b_strides
+        dt = spec.dtype
+
+        def mk(ptr, inner, outer, row_stride, batch_stride, box, batched):
+            if batched:
+                return tensor_map(ptr, dt, (inner, outer, b.L), (row_stride * 2, batch_stride * 2), box + (1,))
+            return tensor_map(ptr, dt, (inner, outer), (row_stride * 2,), box)
+        ta = mk(b.A.ptr, b.K, b.M, aM, aL, (64, 128), spec.a_batched)
+        if spec.b_kmajor:
+            tb = mk(b.B.ptr, b.K, b.N, bN, bL, (64, cfg.bn), spec.b_batched)
+        else:
+            tb = mk(b.B.ptr, b.N, b.K, bK, bL, (64, 64), spec.b_batched)
+        td = None
+        if spec.tma_out >= 0:    # (dtype, dims, strides, box) of the output map; its pointer comes per call
+            sL, sM, _ = b.outputs[spec.tma_out].strides
+            op = self.program.outputs[spec.tma_out]
+            td = ((op.dtype, (b.N, b.M, b.L), (sM * 2, sL * 2), (64, 64, 1))
+                  if self.program.batched and "L" in op.dims else (op.dtype, (b.N, b.M), (sM * 2,), (64, 64)))
+        return ta, tb, td
+
+    def watchdog_fired(self):
+        import cupy as cp
+        ptr = self.module.get_global("evt_timeout_flag")
+        return bool(cp.ndarray((1,), np.int32, memptr=ptr).get()[0])
+
+
+class Prepared:
+    """A launch with everything but the output pointers decided."""
+    __slots__ = ("k", "vals", "out_pos", "tiles", "maps", "max_elems")
+
+    def __init__(self, k, vals, out_pos, tiles, maps, max_elems):
+        self.k, self.vals, self.out_pos, self.tiles, self.maps, self.max_elems = k, vals, out_pos, tiles, maps, max_elems
+
+    def fire(self, out_ptrs):
+        """out_ptrs: the plain outputs' pointers, then the reduction outputs'."""
+        k = self.k
+        vals = self.vals.copy()
+        for pos, ptr in zip(self.out_pos, out_ptrs):
+            vals[pos] = ptr
+        args = np.frombuffer(k.layout.pack(*vals), np.uint8).copy().view(k.args_dtype)
+        has_reds = bool(k.program.reductions)
+        if has_reds and not k.spec.deterministic:
+            k._small(k.init, args, self.max_elems)
+        if self.maps is not None:
+            ta, tb, td = self.maps
+            if td is None:
+                dmap = dummy_map()
+            else:
+                dt, dims, strides, box = td
+                dmap = tensor_map(out_ptrs[k.spec.tma_out], dt, dims, strides, box)
+            k.main((min(self.tiles, k.num_sms),), (k.threads,), (args, ta, tb, dmap), shared_mem=k.smem)
+        else:
+            k.main((self.tiles,), (k.threads,), (args,), shared_mem=k.smem)
+        if has_reds:
+            k._small(k.finish, args, self.max_elems)
+

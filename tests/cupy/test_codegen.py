@@ -1,0 +1,101 @@
+"""Pure-Python checks of the CUDA generator: op coverage, literals, argument layout, per-call
+layout decisions. No nvcc, no GPU."""
+import re
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from evt_backends.cupy import programs as P
+from evt_backends.cupy.codegen.epilogue import arg_layout
+from evt_backends.cupy.codegen.plan import N_BROADCAST, N_GENERIC, N_UNIT, N_UNIT_PAIR, TileConfig
+from evt_backends.cupy.codegen.spelling import CUDA_SPELLING, float_literal
+from evt_backends.cupy.select import candidates, decide_spec, generate, n_class, smem_bytes, SMEM_LIMIT
+from evt_core.errors import UnsupportedError
+from evt_core.tree.ops import ELEMENTWISE
+
+from .helpers import canonical_spec
+
+
+def test_every_elementwise_op_has_a_cuda_spelling():
+    assert set(ELEMENTWISE) <= set(CUDA_SPELLING)
+
+
+@pytest.mark.parametrize("v", [0.1, -2.5, 1e-30, 3.0, 65504.0])
+def test_float_literal_is_the_fp32_value(v):
+    lit = float_literal(v)
+    assert float.fromhex(lit.strip("()").rstrip("f")) == float(np.float32(v))
+
+
+def test_arg_layout_puts_8_byte_fields_first_and_pads():
+    st = arg_layout(P.paper_example(), "float16").struct
+    assert st.size % 8 == 0
+    fmt = st.format.lstrip("<")
+    assert re.fullmatch(r"[Qq]+[if]+", fmt)
+
+
+@pytest.mark.parametrize("name", sorted(P.REPRESENTATIVE))
+def test_source_has_one_comment_per_instruction(name):
+    prog = P.REPRESENTATIVE[name]()
+    dt = "float32" if "f32" in name else "float16"
+    src = generate(prog, canonical_spec(prog, dt, "sm80"), candidates(prog, canonical_spec(prog, dt, "sm80"))[0])
+    for i in range(len(prog.instrs)):
+        assert f"// %{i} = " in src
+
+
+def test_candidates_fit_shared_memory():
+    for name, mk in P.REPRESENTATIVE.items():
+        prog = mk()
+        for ml in ("sm80", "sm90"):
+            dt = "float32" if ml == "sm80" and "f32" in name else "float16"
+            spec = canonical_spec(prog, dt, ml)
+            for cfg in candidates(prog, spec):
+                assert smem_bytes(prog, spec, cfg) <= SMEM_LIMIT
+
+
+@pytest.mark.parametrize("strides,ptr,want", [((0, 0, 0), 0, N_BROADCAST), ((0, 8, 1), 256, N_UNIT_PAIR),
+                                              ((0, 7, 1), 256, N_UNIT), ((0, 8, 1), 2, N_UNIT),
+                                              ((0, 1, 9), 256, N_GENERIC)])
+def test_n_class(strides, ptr, want):
+    assert n_class(strides, ptr, "float16") == want
+
+
+def _bound(M, N, K, a_strides, b_strides, dtype="float16", ptr=1 << 20):
+    T = lambda st: SimpleNamespace(array=SimpleNamespace(ptr=ptr), strides=st)  # noqa: E731
+    return SimpleNamespace(L=1, M=M, N=N, K=K, A=SimpleNamespace(ptr=ptr), B=SimpleNamespace(ptr=ptr),
+                           a_strides=a_strides, b_strides=b_strides, dtype=dtype,
+                           inputs=[T((0, 0, 1))], outputs=[T((0, N, 1))], reductions=[], scalars=[])
+
+
+def test_spec_prefers_sm90_with_tma_when_aligned():
+    prog = P.bias_gelu()
+    spec = decide_spec(prog, _bound(256, 256, 64, (0, 64, 1), (0, 256, 1)), {"mainloop": "auto", "deterministic": False}, (9, 0))
+    assert (spec.mainloop, spec.a_load, spec.tma_out) == ("sm90", "tma", 0)
+
+
+def test_spec_falls_back_to_sm80_on_unaligned_k():
+    prog = P.bias_gelu()
+    b = _bound(256, 256, 63, (0, 63, 1), (0, 256, 1))
+    spec = decide_spec(prog, b, {"mainloop": "auto", "deterministic": False}, (9, 0))
+    assert (spec.mainloop, spec.a_load) == ("sm80", "scalar")
+    with pytest.raises(UnsupportedError, match="sm90"):
+        decide_spec(prog, b, {"mainloop": "sm90", "deterministic": False}, (9, 0))
+
+
+def test_spec_takes_k_major_b():
+    prog = P.bias_gelu()
+    spec = decide_spec(prog, _bound(256, 256, 64, (0, 64, 1), (0, 1, 64)), {"mainloop": "auto", "deterministic": False}, (9, 0))
+    assert spec.b_kmajor and spec.mainloop == "sm90"
+
+
+def test_fp32_never_takes_wgmma():
+    prog = P.all_unary("float32")
+    b = _bound(256, 256, 64, (0, 64, 1), (0, 256, 1), dtype="float32")
+    assert decide_spec(prog, b, {"mainloop": "auto", "deterministic": False}, (9, 0)).mainloop == "sm80"
+
+
+def test_plugin_module_imports_without_cupy():
+    import evt_backends.cupy.plugin as plugin  # noqa: F401
+    from evt_backends.cupy.backend import CupyBackend
+    s = CupyBackend().available()
+    assert isinstance(s.ok, bool) and (s.ok or s.reason)
