@@ -5,14 +5,18 @@ connected to (through v, the group's members and unplaced nodes) or opens a new 
 set partition is visited once (groups are named by their first member). Pruning:
 
 * legality, incrementally (`State.can_join`): forbidden pairs and quotient acyclicity;
-* the bound: bytes already cut plus, for every unplaced node v, a lower bound on the bytes of
-  its in-edges that will be cut. v ends in one group, so of its placed in-edges it keeps at
-  most those from the best group it may join, plus the in-edges from unplaced compatible
-  producers; statically it keeps at most a pairwise-compatible set of producers. Each edge
-  is counted at its head only, so the per-node bounds add up.
+* the bound, bytes already cut plus two parts over disjoint sets of undecided edges:
+  - per node: for every unplaced node v, a lower bound on the bytes of its in-edges that will
+    be cut. v ends in one group, so of its placed in-edges it keeps at most those from the
+    best group it may join, plus the in-edges from unplaced compatible producers; statically
+    it keeps at most a pairwise-compatible set of producers. Each edge is counted at its head.
+  - path packing (`packing.py`) over the in-edges of the nodes whose term above is 0: paths
+    between two placed groups, or between forbidden pairs, each need a cut edge.
+  The packing is only computed when the cheap part does not prune already.
 
-Children are tried heaviest-gain first, after a greedy incumbent, so the optimum is usually
-found at the first leaf and the rest of the search is the proof."""
+The incumbent is the greedy plan improved by local search (`local.py`); every new leaf is
+improved the same way. Children are tried heaviest-gain first, so good plans come early and
+the rest of the search is the proof."""
 from __future__ import annotations
 
 import sys
@@ -20,8 +24,9 @@ import time
 from itertools import combinations
 
 from ..problem import Problem, bits
-from .packing import pack_bound
 from .greedy import _groups, solve_greedy
+from .local import improve
+from .packing import pack_bound
 from .state import Solution, State, cost_of, split_connected
 
 
@@ -33,7 +38,8 @@ def solve_bnb(p: Problem, time_limit: float | None = None) -> Solution:
     inc = solve_greedy(p)
     if p.size <= 1:
         return Solution(inc.groups, inc.cost, True, 1, "bnb")
-    search = _Search(p, inc, time_limit)
+    groups = improve(p, inc.groups)
+    search = _Search(p, groups, cost_of(p, groups), time_limit)
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, 4 * p.size + 200))
     try:
@@ -48,10 +54,10 @@ def solve_bnb(p: Problem, time_limit: float | None = None) -> Solution:
 
 
 class _Search:
-    def __init__(self, p: Problem, incumbent: Solution, time_limit):
+    def __init__(self, p: Problem, groups, cost: int, time_limit):
         self.p, self.st = p, State(p)
-        self.best_cost = incumbent.cost - p.fixed_cost
-        self.best_groups = list(incumbent.groups)
+        self.best_cost = cost - p.fixed_cost          # the search counts non-fixed bytes only
+        self.best_groups = list(groups)
         self.deadline = None if time_limit is None else time.perf_counter() + time_limit
         self.explored = 0
         self.adj = [0] * p.size
@@ -74,7 +80,10 @@ class _Search:
                     keep = max(keep, sum(w for _, w in sub))
         return self.total_in[v] - keep
 
-    def bound(self, k: int) -> int:
+    def bound(self, k: int) -> tuple[int, list]:
+        """(per-node bound, undecided edges it did not charge). Invariant: the bound counts
+        only in-edges of nodes >= k, and every such node with a positive term has all its
+        in-edges charged, so the path packing over the uncharged ones adds to it."""
         st, forbid, lb = self.st, self.p.forbid, 0
         und = []
         for v in range(k, self.p.size):
@@ -100,16 +109,16 @@ class _Search:
 
     def rec(self, k: int, cost: int) -> None:
         self.explored += 1
-        if self.deadline is not None and self.explored % 256 == 0 and time.perf_counter() > self.deadline:
+        if self.deadline is not None and self.explored % 16 == 0 and time.perf_counter() > self.deadline:
             raise _Timeout
         lb, und = self.bound(k)
-        if cost + lb >= self.best_cost:
-            return
-        if cost + lb + pack_bound(self.p.size, und, self.st.grp, self.st.members, self.p.forbid, k) >= self.best_cost:
-            return
+        room = self.best_cost - cost - lb             # bytes the packing must find to prune
         st = self.st
+        if room <= 0 or pack_bound(self.p.size, und, st.grp, st.members, self.p.forbid, k, room) >= room:
+            return
         if k == self.p.size:
-            self.best_cost, self.best_groups = cost, _groups(st.grp)
+            groups = improve(self.p, _groups(st.grp))
+            self.best_cost, self.best_groups = cost_of(self.p, groups) - self.p.fixed_cost, groups
             return
         gains = st.gains(k)
         for s in self._candidates(k, gains):

@@ -1,0 +1,96 @@
+"""The branch-and-bound's lower bounds and local search, checked against brute force over
+set partitions of a component `Problem` (legality by replaying through `State`)."""
+import random
+
+import pytest
+
+from evt_core import partition as P
+from evt_core.partition.exhaustive import set_partitions
+from evt_core.partition.problem import decompose, make_problem
+from evt_core.partition.random_graphs import random_graph
+from evt_core.partition.solvers.bnb import _Search
+from evt_core.partition.solvers.greedy import solve_greedy
+from evt_core.partition.solvers.local import improve, legal
+from evt_core.partition.solvers.packing import pack_bound
+from evt_core.partition.solvers.state import cost_of
+
+
+def problems(g):
+    d = decompose(g)
+    return [make_problem(g, d, tuple(c)) for c in d.components if len(c) > 1]
+
+
+def brute_force(p):
+    """(optimal cost, labels) of a problem over all set partitions of its nodes."""
+    best = None
+    for part in set_partitions(list(range(p.size))):
+        label = [0] * p.size
+        for k, grp in enumerate(part):
+            for i in grp:
+                label[i] = k
+        if legal(p, label):
+            cost = cost_of(p, part)
+            if best is None or cost < best[0]:
+                best = (cost, label)
+    return best
+
+
+def check_bounds_along_optimum(p) -> None:
+    """At every prefix of an optimal plan, cut-so-far + both bounds <= the optimum."""
+    opt, label = brute_force(p)
+    s = _Search(p, [tuple(range(p.size))], 10**18, None)
+    st, ids, cost = s.st, {}, p.fixed_cost
+    for k in range(p.size + 1):
+        lb, und = s.bound(k)
+        packed = pack_bound(p.size, und, st.grp, st.members, p.forbid, k)
+        assert cost + lb + packed <= opt, (k, cost, lb, packed, opt)
+        if k == p.size:
+            break
+        gain = st.gains(k)
+        grp = ids.setdefault(label[k], len(ids))
+        st.join(k, grp)
+        cost += s.total_in[k] - gain.get(grp, 0)
+    assert cost == opt
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_bounds_never_exceed_the_optimum(seed):
+    rng = random.Random(seed)
+    for p in problems(random_graph(rng, rng.randint(6, 14))):
+        if p.size <= 8:
+            check_bounds_along_optimum(p)
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_local_search_is_legal_and_no_worse(seed):
+    rng = random.Random(100 + seed)
+    for p in problems(random_graph(rng, rng.randint(10, 60))):
+        start = solve_greedy(p)
+        groups = improve(p, start.groups)
+        label = [0] * p.size
+        for k, grp in enumerate(groups):
+            for i in grp:
+                label[i] = k
+        assert legal(p, label) and cost_of(p, groups) <= start.cost
+        assert sorted(i for grp in groups for i in grp) == list(range(p.size))
+
+
+def test_packing_counts_a_path_between_two_groups():
+    # Two placed groups joined by a chain of two undecided edges: one of them must be cut.
+    und = [(0, 2, 5), (2, 3, 7), (1, 3, 9)]
+    grp, members, forbid = [0, 1, -1, -1], [0b01, 0b10], [0, 0, 0, 0]
+    assert pack_bound(4, und, grp, members, forbid, 2) == 5
+
+
+def test_packing_respects_capacity_and_stops_at_need():
+    und = [(0, 1, 4), (1, 2, 4)]
+    forbid = [0b100, 0, 0b001]        # 0 and 2 may not share a group
+    assert pack_bound(3, und, [-1] * 3, [], forbid, 0) == 4
+    assert pack_bound(3, und, [-1] * 3, [], forbid, 0, need=2) >= 2
+
+
+def test_benchmark_graph_that_used_to_time_out_is_proved():
+    g = random_graph(random.Random(100 * 1000 + 1), 100)
+    plan = P.partition(g, cache=None, time_limit=30)
+    plan.check()
+    assert plan.optimal and plan.cost <= 394624
