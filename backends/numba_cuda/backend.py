@@ -1,0 +1,116 @@
+"""The `numba_cuda` Backend: the project's default GPU path.
+
+compile() validates options and the Program, generates the SIMT source eagerly (so generator
+bugs surface at compile time, cheaply) and returns a Kernel whose Runner compiles each mainloop
+variant on first use through the memory + disk cache (the A/B dtype and layout are known only
+at call time). Kernels for the same Program and options share one Runner in this process.
+"""
+import importlib.util
+import os
+import threading
+
+from evt_core.backend import Backend, Kernel, Support
+from evt_core.errors import BackendUnavailableError, UnsupportedError
+from evt_core.tree.ops import LEAVES, Op
+
+from .spelling import SPELLING
+
+_STRUCTURAL = LEAVES | {Op.STORE, Op.SUM, Op.MEAN, Op.AMAX, Op.AMIN}
+_runners = {}
+_lock = threading.Lock()
+
+
+class NumbaCudaBackend(Backend):
+    name = "numba_cuda"
+    options = {
+        "deterministic": False,   # per-CTA partials + ordered finish instead of atomics: bit-identical runs
+        "simt": False,            # force the SIMT mainloop even for fp16/bf16 (debugging, comparisons)
+    }
+
+    def available(self):
+        if importlib.util.find_spec("numba") is None or importlib.util.find_spec("numba.cuda") is None:
+            return Support(False, "numba-cuda is not installed (pip install 'numba-cuda[cu13]')")
+        if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+            return Support.yes()
+        try:
+            from . import driver
+            driver.lib()
+        except Exception as e:   # available() never raises
+            return Support(False, f"no CUDA GPU: {e}")
+        return Support.yes()
+
+    def supports(self, tree, options):
+        program = tree.program
+        for ins in program.instrs:
+            if ins.op not in _STRUCTURAL and ins.op not in SPELLING:
+                return Support(False, f"numba_cuda cannot compile op {ins.op.value!r}", ins)
+        for key in options:
+            if key not in self.options:
+                return Support(False, f"unknown option {key!r}; numba_cuda takes {sorted(self.options)}")
+        return Support.yes()
+
+    def hash(self):
+        from .build import CODE_VERSION
+        return f"{self.name}-{CODE_VERSION}"
+
+    def compile(self, tree, options):
+        from .build import cache_key
+        from .kernel_simt import GPU_TILING, simt_source
+        from .runner import Runner
+        for key in options:
+            if key not in self.options:
+                raise UnsupportedError(f"numba_cuda does not take option {key!r}; it takes "
+                                       f"{', '.join(f'{k}={v!r}' for k, v in self.options.items())}")
+        opts = {**self.options, **options}
+        ok = self.available()
+        if not ok:
+            raise BackendUnavailableError(ok.reason)
+        program = tree.program
+        verdict = self.supports(tree, {})
+        if not verdict:
+            raise UnsupportedError(verdict.reason, verdict.node)
+        source = simt_source(program, "float32", GPU_TILING, opts["deterministic"])
+        base = cache_key(program.key(), sorted(opts.items()), self.hash(), _numba_cuda_version())
+        with _lock:
+            runner = _runners.get(base)
+            if runner is None:
+                runner = _runners[base] = Runner(program, opts, base)
+        stages = {"program": program.describe(), "source": source}
+        return Kernel(self.name, tree, runner, _LiveStages(stages, runner), opts)
+
+
+class _LiveStages(dict):
+    """Kernel.stages: the eager stages plus every variant the runner has compiled so far."""
+
+    def __init__(self, eager, runner):
+        super().__init__(eager)
+        self._runner = runner
+
+    def _merged(self):
+        return {**dict(super().items()), **self._runner.stages}
+
+    def items(self):
+        return self._merged().items()
+
+    def values(self):
+        return self._merged().values()
+
+    def keys(self):
+        return self._merged().keys()
+
+    def __getitem__(self, k):
+        return self._merged()[k]
+
+    def __iter__(self):
+        return iter(self._merged())
+
+    def __len__(self):
+        return len(self._merged())
+
+
+def _numba_cuda_version():
+    try:
+        from importlib.metadata import version
+        return version("numba-cuda")
+    except Exception:
+        return "unknown"

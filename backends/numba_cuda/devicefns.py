@@ -1,0 +1,58 @@
+"""fp32 math helpers the generated GPU kernels call (numba device functions, inlined).
+
+`simhelpers.py` defines the same names for the CUDA simulator. NaN handling follows the
+contract in ops.py: maximum/minimum propagate NaN (CUDA's fmaxf would drop it).
+"""
+import math
+
+from numba import cuda, float32
+
+_HALF, _ONE, _THREE = float32(0.5), float32(1.0), float32(3.0)
+_K, _A = float32(0.7978845608028654), float32(0.044715)
+
+
+@cuda.jit(device=True, inline=True)
+def nan_max(a, b):
+    return a if (a > b or a != a) else b
+
+
+@cuda.jit(device=True, inline=True)
+def nan_min(a, b):
+    return a if (a < b or a != a) else b
+
+
+@cuda.jit(device=True, inline=True)
+def f_div(a, b):
+    return a / b
+
+
+@cuda.jit(device=True, inline=True)
+def f_exp(x):
+    return math.exp(x)
+
+
+@cuda.jit(device=True, inline=True)
+def f_log(x):
+    return math.log(x)
+
+
+@cuda.jit(device=True, inline=True)
+def f_sqrt(x):
+    return math.sqrt(x)
+
+
+@cuda.jit(device=True, inline=True)
+def f_tanh(x):
+    return math.tanh(x)
+
+
+@cuda.jit(device=True, inline=True)
+def f_erf(x):
+    return math.erf(x)
+
+
+@cuda.jit(device=True, inline=True)
+def gelu_tanh_grad(x):
+    # Term by term as ops._gelu_tanh_grad writes it.
+    t = math.tanh(_K * (x + _A * x * x * x))
+    return _HALF * (_ONE + t) + _HALF * x * (_ONE - t * t) * _K * (_ONE + _THREE * _A * x * x)

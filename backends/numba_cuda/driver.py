@@ -1,0 +1,126 @@
+"""The thin launch path: the CUDA driver API through ctypes.
+
+numba's dispatcher costs 30-77 us per launch (argument typing, array flattening); our kernels
+take only scalars, so a launch here is one cuLaunchKernel with a prebuilt array of parameter
+slots. Modules are loaded from the cubins `build.py` produced (cached on disk), so a warm process
+never imports numba at all for numpy/CuPy/torch inputs.
+"""
+import ctypes
+import threading
+
+from evt_core.errors import BackendUnavailableError, KernelCompileError
+
+_lib = None
+_lock = threading.Lock()
+MAX_DYNAMIC_SHARED = 8      # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+
+
+class DriverError(KernelCompileError):
+    def __init__(self, call, code):
+        name = ctypes.c_char_p()
+        if _lib is not None:
+            _lib.cuGetErrorName(code, ctypes.byref(name))
+        super().__init__("numba_cuda", call, f"CUDA driver returned {code} ({(name.value or b'?').decode()})")
+
+
+def lib():
+    """libcuda with a current context (the device's primary context, shared with numba, CuPy
+    and torch). Raises BackendUnavailableError when there is no driver or no device."""
+    global _lib
+    with _lock:
+        if _lib is None:
+            try:
+                cu = ctypes.CDLL("libcuda.so.1")
+            except OSError as e:
+                raise BackendUnavailableError(f"numba_cuda: no CUDA driver (libcuda.so.1): {e}") from None
+            _lib = cu
+            if cu.cuInit(0):
+                _lib = None
+                raise BackendUnavailableError("numba_cuda: cuInit failed: no usable CUDA GPU")
+        _ensure_context(_lib)
+        return _lib
+
+
+def _ensure_context(cu):
+    ctx = ctypes.c_void_p()
+    cu.cuCtxGetCurrent(ctypes.byref(ctx))
+    if ctx.value:
+        return
+    dev = ctypes.c_int()
+    _check("cuDeviceGet", cu.cuDeviceGet(ctypes.byref(dev), 0))
+    _check("cuDevicePrimaryCtxRetain", cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev))
+    _check("cuCtxSetCurrent", cu.cuCtxSetCurrent(ctx))
+
+
+def _check(call, code):
+    if code:
+        raise DriverError(call, code)
+
+
+def compute_capability():
+    cu, dev = lib(), ctypes.c_int()
+    _check("cuCtxGetDevice", cu.cuCtxGetDevice(ctypes.byref(dev)))
+    major, minor = ctypes.c_int(), ctypes.c_int()
+    _check("cuDeviceGetAttribute", cu.cuDeviceGetAttribute(ctypes.byref(major), 75, dev))
+    _check("cuDeviceGetAttribute", cu.cuDeviceGetAttribute(ctypes.byref(minor), 76, dev))
+    return major.value, minor.value
+
+
+class Function:
+    """A loaded kernel. `launch` takes the parameter values in signature order."""
+
+    def __init__(self, image, entry, kinds, dynamic_shared=0):
+        cu = lib()
+        self._module, self._fn = ctypes.c_void_p(), ctypes.c_void_p()
+        buf = ctypes.create_string_buffer(image) if isinstance(image, bytes) else image
+        _check("cuModuleLoadData", cu.cuModuleLoadData(ctypes.byref(self._module), buf))
+        _check("cuModuleGetFunction", cu.cuModuleGetFunction(ctypes.byref(self._fn), self._module, entry.encode()))
+        if dynamic_shared > 48 * 1024:
+            _check("cuFuncSetAttribute", cu.cuFuncSetAttribute(self._fn, MAX_DYNAMIC_SHARED, dynamic_shared))
+        # One preallocated slot per parameter and the pointer array over them: a launch only
+        # assigns values (not thread-safe: one launch at a time per Function, like the stream).
+        self._slots = [ctypes.c_float() if k == "f32" else ctypes.c_int64() for k in kinds]
+        self._ptrs = (ctypes.c_void_p * max(len(kinds), 1))(*[ctypes.addressof(s) for s in self._slots])
+        self._launch = cu.cuLaunchKernel
+        self.dynamic_shared = dynamic_shared
+
+    def launch(self, grid, block, values, stream=0):
+        for slot, v in zip(self._slots, values):
+            slot.value = v
+        code = self._launch(self._fn, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                            self.dynamic_shared, ctypes.c_void_p(stream), self._ptrs, None)
+        if code:
+            raise DriverError("cuLaunchKernel", code)
+
+
+def memset32(ptr, word, count, stream=0):
+    _check("cuMemsetD32Async", lib().cuMemsetD32Async(ctypes.c_uint64(ptr), ctypes.c_uint32(word),
+                                                        ctypes.c_size_t(count), ctypes.c_void_p(stream)))
+
+
+def memset16(ptr, half, count, stream=0):
+    _check("cuMemsetD16Async", lib().cuMemsetD16Async(ctypes.c_uint64(ptr), ctypes.c_uint16(half),
+                                                        ctypes.c_size_t(count), ctypes.c_void_p(stream)))
+
+
+class DeviceBuffer:
+    """Raw device memory for numpy-side mirrors and reduction workspaces."""
+
+    def __init__(self, nbytes):
+        self.nbytes = max(int(nbytes), 16)
+        p = ctypes.c_uint64()
+        _check("cuMemAlloc", lib().cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(self.nbytes)))
+        self.ptr = p.value
+
+    def upload(self, host):
+        _check("cuMemcpyHtoD", lib().cuMemcpyHtoD_v2(ctypes.c_uint64(self.ptr), host.ctypes.data_as(ctypes.c_void_p),
+                                                      ctypes.c_size_t(host.nbytes)))
+
+    def download(self, host):
+        _check("cuMemcpyDtoH", lib().cuMemcpyDtoH_v2(host.ctypes.data_as(ctypes.c_void_p), ctypes.c_uint64(self.ptr),
+                                                      ctypes.c_size_t(host.nbytes)))
+
+    def __del__(self):
+        if _lib is not None and getattr(self, "ptr", 0):
+            _lib.cuMemFree_v2(ctypes.c_uint64(self.ptr))
+            self.ptr = 0

@@ -1,0 +1,261 @@
+"""One call of a compiled kernel: bind, pick the mainloop variant, launch, return results.
+
+Variants are compiled lazily per (mainloop, operand dtype, A/B layout) because the Program does
+not fix the operands' layout: row-major, column-major or batch-shared A/B take the tensor-core
+path when cp.async can read them (16-byte aligned rows), anything else the SIMT path.
+"""
+import math
+import os
+
+import numpy as np
+
+from evt_core.bind import bind
+from evt_core.errors import UnsupportedError
+
+from . import arrays, build, driver
+from .finish import THREADS as FINISH_THREADS, finish_source
+from .kernel_mma import MMA_TILE, mma_source
+from .kernel_simt import GPU_TILING, SIM_TILING, simt_source
+from .signature import finish_params, main_params
+
+_IDENTITY_BITS = {True: 0x00000000, False: 0xFF800000}      # SUM/MEAN -> 0.0, max-like -> -inf
+
+
+def simulator():
+    return os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+
+
+class Runner:
+    def __init__(self, program, options, base_key):
+        self.p, self.det, self.base_key = program, bool(options.get("deterministic")), base_key
+        self.force_simt = bool(options.get("simt"))
+        self._fns = {}
+        self._ws = {}
+        self._plans = {}      # call signature -> _Plan (bind's checks passed for it once)
+        self.stages = {}
+
+    # ---- compile ----------------------------------------------------------------------------
+
+    def variant(self, b):
+        """('mma', dtype, a_kmajor, b_kmajor) when the tensor-core path can read A and B, else
+        ('simt', dtype)."""
+        if simulator() or self.force_simt or b.dtype == "float32":
+            return ("simt", b.dtype)
+        a_kmajor = _tc_layout(b.a_strides[2], b.a_strides[1])
+        b_kmajor = _tc_layout(b.b_strides[1], b.b_strides[2])
+        aligned = all(s % 8 == 0 for s in (b.a_strides[0], b.b_strides[0])) and \
+            _ptr(b.A) % 16 == 0 and _ptr(b.B) % 16 == 0
+        if a_kmajor is None or b_kmajor is None or not aligned:
+            return ("simt", b.dtype)
+        return ("mma", b.dtype, a_kmajor, b_kmajor)
+
+    def function(self, variant):
+        if variant in self._fns:
+            return self._fns[variant]
+        main = (simt_source(self.p, variant[1], SIM_TILING if simulator() else GPU_TILING, self.det)
+                if variant[0] == "simt" else mma_source(self.p, *variant[1:], self.det))
+        fns = {"main": self._load(variant, main, "evt_kernel", main_params(self.p))}
+        if self.p.reductions:
+            fns["finish"] = self._load(("finish",), finish_source(self.p), "evt_finish", finish_params(self.p))
+        self._fns[variant] = fns
+        return fns
+
+    def _load(self, variant, body, name, params):
+        key = build.cache_key(self.base_key, variant, self.det, build.CODE_VERSION)
+        if simulator():
+            from numba import cuda
+            src = build.module_source(body, key, simulator=True)
+            self.stages[f"source_{'_'.join(map(str, variant))}"] = src
+            fn = cuda.jit(build.load_python(src, name, key))
+            build.COMPILES["count"] += 1
+            return fn
+        built = build.build(key, body, name, params)
+        self.stages[f"source_{'_'.join(map(str, variant))}"] = built.source
+        if built.ptx:
+            self.stages[f"ptx_{'_'.join(map(str, variant))}"] = built.ptx
+        return driver.Function(built.image, built.entry, [p.kind for p in params])
+
+    # ---- run --------------------------------------------------------------------------------
+
+    def __call__(self, A, B, inputs):
+        side = arrays.side_of(A)
+        if side is None:
+            raise UnsupportedError(f"A must be a NumPy array or a CUDA array, got {type(A).__name__}")
+        for name, x in [("B", B)] + [(k, v) for k, v in inputs.items() if hasattr(v, "shape")]:
+            if arrays.side_of(x) != side:
+                raise UnsupportedError(f"{name} is a {arrays.side_of(x) or type(x).__name__} array but A is a "
+                                       f"{side} array; pass all arrays from one side (host NumPy or one GPU library)")
+        if side != "numpy" and simulator():
+            raise UnsupportedError("the CUDA simulator runs only NumPy inputs")
+        va = arrays.view(A, side, "A")
+        vin = {k: (arrays.view(v, side, f"input {k!r}") if hasattr(v, "shape") else v) for k, v in inputs.items()}
+        vb = arrays.view(B, side, "B")
+        key = _signature(side, va, vb, vin)
+        plan = self._plans.get(key)
+        b = plan.rebind(va, vb, vin, arrays.allocator(side, va)) if plan is not None else None
+        if b is None:     # first call with this signature (or a bad scalar): the full checks
+            b = bind(self.p, va, vb, vin, arrays.allocator(side, va), arrays.fill)
+            self._plans[key] = _Plan(self.p, b)
+        if simulator() and b.dtype == "bfloat16":
+            raise UnsupportedError("the CUDA simulator has no bfloat16; run bf16 on a GPU")
+        mirrors = _Mirrors(side)
+        values = self._main_values(b, mirrors)
+        fns = self.function(self.variant(b))
+        grid, block = self._launch_shape(b)
+        ws = self._workspaces(b, grid)
+        values += [v for w in ws for v in (w["ptr"], w["wm"], w["wn"])]
+        self._launch(fns["main"], grid, block, values)
+        if self.p.reductions:
+            fv = [b.L, b.M, b.N]
+            for w, t in zip(ws, b.reductions):
+                fv += [w["ptr"], w["pl"], w["pm"], w["pn"], w["wm"], w["wn"], mirrors.ptr(t.array, True)]
+                fv += list(t.strides)
+            count = max(w["count"] for w in ws)
+            self._launch(fns["finish"], (math.ceil(count / FINISH_THREADS), 1, 1), (FINISH_THREADS, 1, 1), fv)
+        mirrors.download()
+        return {k: arrays.result_object(v, side) for k, v in b.result.items()}
+
+    def _main_values(self, b, mirrors):
+        v = [mirrors.ptr(b.A), mirrors.ptr(b.B), b.L, b.M, b.N, b.K, *b.a_strides, *b.b_strides]
+        for t in b.inputs:
+            v += [mirrors.ptr(t.array), *t.strides]
+        v += list(b.scalars)
+        for t in b.outputs:
+            v += [mirrors.ptr(t.array, True), *t.strides]
+        return v
+
+    def _launch_shape(self, b):
+        if self.variant(b)[0] == "mma":
+            t = MMA_TILE
+            return (math.ceil(b.N / t.BN), math.ceil(b.M / t.BM), b.L), (t.threads, 1, 1)
+        t = SIM_TILING if simulator() else GPU_TILING
+        return (math.ceil(b.N / t.BN), math.ceil(b.M / t.BM), b.L), (t.threads, 1, 1)
+
+    def _workspaces(self, b, grid):
+        """fp32 workspace per reduction, shaped (WL, WM, WN): a kept axis at full extent, a reduced
+        axis at one slot (atomic) or one slot per CTA along it (deterministic)."""
+        out = []
+        for k, red in enumerate(self.p.reductions):
+            o = red.over
+            pl = b.L if ("L" in o and self.det) else 1
+            pm = grid[1] if ("M" in o and self.det) else 1
+            pn = grid[0] if ("N" in o and self.det) else 1
+            wl = b.L if "L" not in o else pl
+            wm = b.M if "M" not in o else pm
+            wn = b.N if "N" not in o else pn
+            n = wl * wm * wn
+            buf = self._buffer(k, n)
+            if not self.det:   # atomics combine into it: start from the identity
+                bits = _IDENTITY_BITS[red.op.value in ("sum", "mean")]
+                if simulator():
+                    buf[:n] = np.array([bits], np.uint32).view(np.float32)[0]
+                else:
+                    driver.memset32(buf.ptr, bits, n)
+            count = (1 if "L" in o else b.L) * (1 if "M" in o else b.M) * (1 if "N" in o else b.N)
+            out.append(dict(ptr=buf if simulator() else buf.ptr, pl=pl, pm=pm, pn=pn, wm=wm, wn=wn, count=count))
+        return out
+
+    def _buffer(self, k, n):
+        have = self._ws.get(k)
+        if have is None or (len(have) if simulator() else have.nbytes // 4) < n:
+            have = np.empty(n, np.float32) if simulator() else driver.DeviceBuffer(4 * n)
+            self._ws[k] = have
+        return have
+
+    def _launch(self, fn, grid, block, values):
+        if simulator():
+            fn[grid, block](*values)
+        else:
+            fn.launch(grid, block, values)
+
+
+def _signature(side, va, vb, vin):
+    """Everything bind's checks and allocations depend on: shapes, strides, dtypes, names (and
+    16-byte alignment, which picks the mainloop)."""
+    def sig(x):
+        if not hasattr(x, "shape"):
+            return None
+        return (tuple(x.shape), tuple(x.strides), str(x.dtype), _ptr(x) % 16 == 0)
+    return (side, sig(va), sig(vb), tuple((k, sig(v)) for k, v in sorted(vin.items())))
+
+
+class _Plan:
+    """What bind computed for one call signature, replayed without re-checking: the frame
+    strides of every tensor and the allocation spec of every output. bind's host cost (tens of
+    microseconds) would otherwise dominate small launches."""
+
+    def __init__(self, program, b):
+        self.p, self.b = program, b
+        self.in_strides = [t.strides for t in b.inputs]
+        self.out_specs = [_spec(t) for t in b.outputs]
+        self.red_specs = [_spec(t) for t in b.reductions]
+
+    def rebind(self, va, vb, vin, alloc):
+        from evt_core.bind import Bound, Tensor
+        try:
+            scalars = [float(vin[n]) for n in self.p.scalars]
+        except (TypeError, ValueError, KeyError):
+            return None
+        poison = os.environ.get("EVT_POISON") == "1"
+
+        def make(spec):
+            shape, dtype, strides, frame = spec
+            arr = alloc(shape, dtype, strides)
+            if poison:
+                arrays.fill(arr, float("nan"))
+            return Tensor(arr, frame)
+        outs = [make(s) for s in self.out_specs]
+        reds = [make(s) for s in self.red_specs]
+        by_name = {op.name: t.array for op, t in zip(self.p.outputs, outs)}
+        by_name.update({r.name: t.array for r, t in zip(self.p.reductions, reds)})
+        ins = [Tensor(vin[op.name], st) for op, st in zip(self.p.inputs, self.in_strides)]
+        b = self.b
+        return Bound(b.L, b.M, b.N, b.K, va, vb, b.a_strides, b.b_strides, b.dtype, ins, scalars, outs, reds,
+                     {n: by_name[n] for n in self.p.result_names})
+
+
+def _spec(t):
+    from evt_core.dtypes import dtype_name
+    x = t.array
+    item = np.dtype(x.dtype).itemsize
+    return (tuple(x.shape), dtype_name(x.dtype, "output"), tuple(s // item for s in x.strides), t.strides)
+
+
+def _tc_layout(s_k, s_mn):
+    """True: K contiguous (rows of K); False: M/N contiguous; None: cp.async cannot read it."""
+    if s_k == 1 and s_mn % 8 == 0:
+        return True
+    if s_mn == 1 and s_k % 8 == 0:
+        return False
+    return None
+
+
+def _ptr(x):
+    return x.ctypes.data if isinstance(x, np.ndarray) else x.ptr
+
+
+class _Mirrors:
+    """Device addresses of bound arrays. NumPy arrays get device mirrors of their byte span
+    (inputs uploaded; outputs uploaded only when poisoned, then downloaded after the kernel).
+    In the simulator a mirror is a flat typed NumPy view of the same memory."""
+
+    def __init__(self, side):
+        self.side, self.back = side, []
+
+    def ptr(self, x, output=False):
+        if self.side != "numpy":
+            return x.ptr
+        raw = arrays.host_bytes(x)
+        if simulator():
+            return raw.view(x.dtype) if raw.size else np.empty(1, x.dtype)
+        buf = driver.DeviceBuffer(raw.size)
+        if not output or os.environ.get("EVT_POISON") == "1":
+            buf.upload(raw)
+        if output:
+            self.back.append((buf, raw))
+        self.keep = getattr(self, "keep", []) + [buf]
+        return buf.ptr
+
+    def download(self):
+        for buf, raw in self.back:
+            buf.download(raw)

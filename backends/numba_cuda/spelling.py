@@ -1,0 +1,61 @@
+"""How each elementwise `Op` is spelled in generated kernel source (fp32 throughout).
+
+The semantics are `evt_core.tree.ops.ELEMENTWISE[op].fn`; these spellings follow those NumPy
+expressions term by term so the GPU rounds the same way up to libdevice's ulp differences.
+Math goes through `f_*` helper names: on the GPU they are numba device functions over `math`
+(libdevice), in the simulator NumPy float32 functions, because Python's `math` raises on a
+domain error (log(-1)) where the contract asks for NaN.
+"""
+from evt_core.errors import UnsupportedError
+from evt_core.tree.ops import Op
+
+# {0}, {1}, {2}: operand variable names. ONE, ZERO, HALF, ...: float32 constants in the prelude.
+SPELLING = {
+    Op.ADD: "{0} + {1}",
+    Op.SUB: "{0} - {1}",
+    Op.MUL: "{0} * {1}",
+    Op.DIV: "f_div({0}, {1})",
+    Op.NEG: "-{0}",
+    Op.LT: "ONE if {0} < {1} else ZERO",
+    Op.LE: "ONE if {0} <= {1} else ZERO",
+    Op.GT: "ONE if {0} > {1} else ZERO",
+    Op.GE: "ONE if {0} >= {1} else ZERO",
+    Op.MAXIMUM: "nan_max({0}, {1})",
+    Op.MINIMUM: "nan_min({0}, {1})",
+    Op.RELU: "nan_max({0}, ZERO)",
+    Op.GELU: "{0} * HALF * (ONE + f_erf({0} * SQRT_HALF))",
+    Op.GELU_TANH: "HALF * {0} * (ONE + f_tanh(GELU_K * ({0} + GELU_A * {0} * {0} * {0})))",
+    Op.GELU_TANH_GRAD: "gelu_tanh_grad({0})",
+    Op.SIGMOID: "ONE / (ONE + f_exp(-{0}))",
+    Op.SILU: "{0} * (ONE / (ONE + f_exp(-{0})))",
+    Op.TANH: "f_tanh({0})",
+    Op.EXP: "f_exp({0})",
+    Op.LOG: "f_log({0})",
+    Op.SQRT: "f_sqrt({0})",
+    Op.RSQRT: "ONE / f_sqrt({0})",
+    Op.ABS: "abs({0})",
+    Op.MULTIPLY_ADD: "{0} * {1} + {2}",
+    Op.WHERE: "{1} if {0} != ZERO else {2}",
+}
+
+# float32 constants every kernel defines at module level (numba freezes globals as constants).
+PRELUDE = """\
+ONE = float32(1.0)
+ZERO = float32(0.0)
+HALF = float32(0.5)
+GELU_K = float32(0.7978845608028654)   # sqrt(2/pi), rounded to fp32 as ops.py does
+GELU_A = float32(0.044715)
+SQRT_HALF = float32(0.7071067811865476)
+ZERO4 = (ZERO, ZERO, ZERO, ZERO)   # an mma accumulator fragment
+NEG_INF = float32(float("-inf"))   # identity of AMAX (and of AMIN, carried negated)
+"""
+
+
+def spell(op, operands):
+    """The fp32 expression for `op` applied to operand variable names, parenthesised."""
+    try:
+        template = SPELLING[op]
+    except KeyError:
+        raise UnsupportedError(f"numba_cuda has no spelling for op {op.value!r}; it is not an "
+                               "elementwise op the lowered Program can contain") from None
+    return "(" + template.format(*operands) + ")"

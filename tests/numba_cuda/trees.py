@@ -1,0 +1,92 @@
+"""Epilogues and inputs shared by the numba_cuda tests (simulator, PTX and GPU).
+
+Each case builds (tree, A, B, inputs) for a problem (L, M, N, K); inputs are small integers so
+the GEMM is exact in fp32 and only transcendental ops need a tolerance (toolchain-notes §5.1).
+"""
+import numpy as np
+
+import evt_core
+from evt_core import ops
+from evt_core.dtypes import DTYPES
+
+
+def bias_relu_stats(accum, C, alpha, bias):
+    F = alpha * accum + C
+    D = ops.relu(F + bias) + 1.0
+    F_colmax = ops.amax(F, over="M")
+    F_rowsum = ops.sum(F, over="N")
+    D_min = ops.amin(D, over=("M", "N"))
+    return D, F, F_colmax, F_rowsum, D_min
+
+
+def activations(accum, rowscale, colbias):
+    x = accum * rowscale + colbias
+    g = ops.gelu(x * 0.25)
+    t = ops.gelu_tanh(x * 0.25) - ops.sigmoid(x) + ops.silu(x * 0.1) * ops.tanh(x * 0.1)
+    d = ops.gelu_tanh_grad(x * 0.1) + ops.exp(-ops.abs(x)) + ops.log(ops.abs(x) + 1.0)
+    s = ops.sqrt(ops.abs(x)) + ops.rsqrt(ops.abs(x) + 1.0) - ops.maximum(x, 2.0) + ops.minimum(x, -1.0)
+    w = ops.where(x > 0.0, x / 3.0, -x) + ops.multiply_add(x, 0.5, 1.0)
+    c = (x < 1.0) + (x <= 2.0) + (x >= 0.0) - x
+    out = g + t + d + s + w + c
+    return out
+
+
+def means(accum, aux):
+    y = accum + aux
+    y_colmean = ops.mean(y, over="M")
+    y_rowmean = ops.mean(y, over="N")
+    y_batchsum = ops.sum(y, over="L")
+    y_all = ops.amax(y, over=("L", "M", "N"))
+    return y, y_colmean, y_rowmean, y_batchsum, y_all
+
+
+def _ints(rng, shape, dt):
+    return rng.integers(-2, 3, shape).astype(np.float32).astype(DTYPES[dt])
+
+
+def case(name, L, M, N, K, ab="float16", out="float16", col_major_aux=False, seed=0):
+    """(tree, A, B, inputs): the epilogue `name` at problem (L, M, N, K); L=0 means rank-2."""
+    rng = np.random.default_rng(seed)
+    lead = (L,) if L else ()
+    acc = np.empty(lead + (M, N), np.float32)
+    A, B = _ints(rng, lead + (M, K), ab), _ints(rng, lead + (K, N), ab)
+    if name == "bias_relu_stats":
+        C = _ints(rng, lead + (M, N), "float32")
+        if col_major_aux:
+            C = np.asfortranarray(C) if not L else np.ascontiguousarray(C.transpose(0, 2, 1)).transpose(0, 2, 1)
+        inputs = {"C": C, "alpha": 0.5, "bias": _ints(rng, (N,), "float32")}
+        ex = {"accum": acc, **inputs, "D": np.empty(lead + (M, N), DTYPES[out]), "F": np.empty(lead + (M, N), np.float32),
+              "F_colmax": np.empty(lead + (N,), np.float32), "F_rowsum": np.empty(lead + (M,), DTYPES[out]),
+              "D_min": np.empty(lead if L else (), np.float32)}
+        fn = bias_relu_stats
+    elif name == "activations":
+        inputs = {"rowscale": _ints(rng, lead + (M, 1), "float16") + np.float16(3),
+                  "colbias": _ints(rng, (N,), "float32")}
+        ex = {"accum": acc, **inputs, "out": np.empty(lead + (M, N), DTYPES[out])}
+        fn = activations
+    elif name == "means":
+        assert L, "means reduces over L"
+        inputs = {"aux": _ints(rng, (1, M, N), "float32")}
+        ex = {"accum": acc, **inputs, "y": np.empty(lead + (M, N), DTYPES[out]), "y_colmean": np.empty((L, N), np.float32),
+              "y_rowmean": np.empty((L, M), DTYPES[out]), "y_batchsum": np.empty((M, N), np.float32),
+              "y_all": np.empty((), np.float32)}
+        fn = means
+    else:
+        raise KeyError(name)
+    return evt_core.trace(fn, ex), A, B, inputs
+
+
+def compare(out, ref, what):
+    """Tolerances of toolchain-notes §5.1 (inputs are exact integers, so only the epilogue's own
+    rounding and libdevice ulps remain); NaN must match NaN."""
+    for name, r in ref.items():
+        got = np.asarray(out[name]).astype(np.float32)
+        r = np.asarray(r).astype(np.float32)
+        assert got.shape == r.shape, f"{what}: {name} shape {got.shape} != {r.shape}"
+        dt = str(np.asarray(out[name]).dtype)
+        rtol = {"float32": 2e-5, "float16": 1e-3, "bfloat16": 1.6e-2}[dt]
+        ok = np.isclose(got, r, rtol=rtol, atol=1e-4, equal_nan=True)
+        if not ok.all():
+            bad = np.argwhere(~ok)[:5]
+            raise AssertionError(f"{what}: {name} differs at {bad.tolist()}: got {got[tuple(bad[0])]}, "
+                                 f"want {r[tuple(bad[0])]} ({(~ok).sum()} of {ok.size})")
