@@ -10,7 +10,7 @@ from . import autotune
 from .codegen.plan import REDUCE_OPS, TileConfig
 from .codegen.spelling import CUDA_SPELLING
 from .runtime.arrays import Allocator, side_of, to_device
-from .select import candidates, decide_spec, generate, smem_bytes
+from .select import candidates, decide_spec, fit_stages, generate, smem_bytes
 
 MAINLOOPS = ("auto", "sm80", "sm90")
 _LEAVES_AND_SINKS = {Op.ACCUM, Op.LOAD, Op.SCALAR, Op.CONST, Op.STORE, *REDUCE_OPS}
@@ -111,7 +111,7 @@ class CupyRunner:
             return k
         configs = candidates(self.program, spec)
         if self.options["tile"] is not None:
-            k = self._build(spec, self.options["tile"])
+            k = self._build(spec, fit_stages(self.program, spec, self.options["tile"]))
         elif not self.options["autotune"] or len(configs) == 1:
             k = self._build(spec, configs[0])
         else:
@@ -218,7 +218,7 @@ def _signature(A, B, inputs):
         return None
     try:
         import cupy as cp
-        parts.append(cp.cuda.Device().id)
+        parts.append(cp.cuda.runtime.getDevice())
     except Exception:  # noqa: BLE001
         return None
     return tuple(parts)

@@ -15,6 +15,7 @@ pytestmark = pytest.mark.skipif(find_tool("nvcc") is None, reason="nvcc is not i
 
 SM90 = TileConfig(128, 256, 64, stages=4)
 SM90_128 = TileConfig(128, 128, 64, stages=5)
+SM90_PP = TileConfig(64, 256, 64, stages=4, pingpong=True)
 SM80 = TileConfig(128, 128, 32, 2, 4, 4)
 SM80_F32 = TileConfig(128, 128, 16, 2, 4, 4)
 
@@ -27,6 +28,9 @@ CASES = [
     ("sm90-reductions-det", P.reductions(batched=True), "float16", "sm90", TileConfig(128, 256, 64, stages=3),
      {"deterministic": True}),
     ("sm90-aux-strided", P.aux_layouts(), "float16", "sm90", SM90_128, {"classes": N_GENERIC}),
+    ("sm90-pp-bias-gelu", P.bias_gelu(), "float16", "sm90", SM90_PP, {}),
+    ("sm90-pp-paper-kmajor", P.paper_example(), "float16", "sm90", SM90_PP, {"b_kmajor": True}),
+    ("sm90-pp-reductions-det", P.reductions(batched=True), "float16", "sm90", SM90_PP, {"deterministic": True}),
     ("sm80-bias-gelu", P.bias_gelu(), "float16", "sm80", SM80, {}),
     ("sm80-paper-kmajor", P.paper_example(), "float16", "sm80", SM80, {"b_kmajor": True}),
     ("sm80-bf16-reductions-scalar", P.REPRESENTATIVE["reductions_bf16_out"](), "bfloat16", "sm80", SM80,

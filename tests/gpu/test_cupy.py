@@ -221,5 +221,32 @@ def test_autotune_caches_choice(tmp_path, monkeypatch):
     assert (tmp_path / "cupy" / "autotune.json").exists()
 
 
+_SM90_TILES = {"coop256": dict(bm=128, bn=256, bk=64, stages=4), "coop128": dict(bm=128, bn=128, bk=64, stages=5),
+               "pp64x256": dict(bm=64, bn=256, bk=64, stages=4, pingpong=True),
+               "pp128x128": dict(bm=128, bn=128, bk=64, stages=5, pingpong=True)}
+
+
+@pytest.mark.parametrize("tile", sorted(_SM90_TILES))
+@pytest.mark.parametrize("name,shape,det", [("paper", (1, 200, 328, 72), False), ("reduce", (1, 4100, 1032, 200), False),
+                                            ("bias_gelu", (1, 4100, 1032, 136), False), ("reduce", (2, 1500, 1032, 64), True),
+                                            ("paper", (3, 130, 264, 64), False), ("paper", (1, 4096, 1024, 256), False)])
+def test_sm90_schedules(tile, name, shape, det):
+    """Every sm90 schedule (cooperative / ping-pong, both tile shapes) on partial tiles, several
+    tiles per CTA (so both ping-pong consumers and their ordering barriers run) and K blocks per
+    tile, batched, deterministic. N % 8 == 0: TMA needs 16-byte rows."""
+    from evt_backends.cupy.codegen.plan import TileConfig
+    L, M, N, K = shape
+    tree, A, B, inputs = make(name, L, M, N, K, "float16", batched=L > 1)
+    kern = evt_core.compile(tree, backend="cupy", mainloop="sm90", deterministic=det, autotune=False,
+                            tile=TileConfig(**_SM90_TILES[tile]))
+    got = kern(A, B, **inputs)
+    check(got, evt_core.interpret(tree, A, B, **inputs), K)
+    if det:
+        again = kern(A, B, **inputs)
+        for k in got:
+            assert np.array_equal(np.asarray(got[k]).view(np.uint8), np.asarray(again[k]).view(np.uint8)), k
+    assert not kern.run.watchdog_fired()
+
+
 def test_poison_is_on():
     assert os.environ.get("EVT_POISON") == "1", "run the GPU suite with EVT_POISON=1"

@@ -49,12 +49,16 @@ class TileConfig:
     warps_n: int = 4
     stages: int = 4
     group_m: int = 8         # grouped tile order for L2 reuse
+    pingpong: bool = False   # sm90 only: each consumer warpgroup owns whole bm x bn tiles and the
+                             # two alternate, so one's epilogue overlaps the other's mainloop
 
     def label(self):
-        return f"{self.bm}x{self.bn}x{self.bk}/w{self.warps_m}x{self.warps_n}/s{self.stages}"
+        return (f"{self.bm}x{self.bn}x{self.bk}/w{self.warps_m}x{self.warps_n}/s{self.stages}"
+                + ("/g16" if self.group_m != 8 else "") + ("/pp" if self.pingpong else ""))
 
 
 def row_block(spec, cfg):
-    """Rows covered by one reduction partial: a consumer warpgroup (64) on sm90, the CTA tile
-    on sm80. Deterministic partial slots are numbered by these blocks."""
+    """Rows covered by one reduction partial: 64 on sm90 (a consumer warpgroup's rows in the
+    cooperative schedule, one m64 fragment of a ping-pong tile), the CTA tile on sm80.
+    Deterministic partial slots are numbered by these blocks."""
     return 64 if spec.mainloop == "sm90" else cfg.bm

@@ -30,13 +30,43 @@ def _fragment_map(cfg, staged):
         sync="evt_named_bar(1 + wg, 128);", stage_word=stage)
 
 
+def _pp_fragment_map(cfg, staged):
+    """Ping-pong: one warpgroup holds the whole bm x bn tile as bm/64 m64nBN fragments, and the
+    epilogue walks them one m-half `h` at a time (a C loop, unrolled), each exactly like a
+    cooperative warpgroup's 64 rows. The staged output goes through 64 x 64 swizzled panels,
+    double-buffered (`stgb`)."""
+    stage = ("*(u32*)(stgb + (16 * w + gq + 8 * s) * 128 + ((jj ^ gq) << 4) + 4 * q) = tma_word;"
+             if staged else "")
+    half = cfg.bn // 2
+    mh = cfg.bm // 64
+    return FragmentMap(
+        slots=2,
+        slot_row=lambda s: f"m0 + 64 * h + 16 * w + gq + 8 * ({s})",
+        slot_row_in_block=lambda s: f"16 * w + gq + 8 * ({s})",
+        slot_acc=lambda s, e: f"d[{half} * h + 4 * j + 2 * ({s}) + {e}]",
+        col_var="j", col_in_tile="8 * j + 2 * q", n0="n0", m0_block="m0 + 64 * h", rb=f"mt * {mh} + h", cb="nt",
+        tile_cols=cfg.bn, rows_per_block=64, row_warps=1, row_warp_id="0", col_warps=4, col_warp_id="w",
+        group_threads=128, group_tid="tid", group_warp="w", group_warps=4,
+        sync="evt_named_bar(1 + wg, 128);", stage_word=stage)
+
+
+def _fmap(cfg, staged):
+    return _pp_fragment_map(cfg, staged) if cfg.pingpong else _fragment_map(cfg, staged)
+
+
+def staging_bytes(cfg):
+    """Per consumer warpgroup: cooperative 64 rows x 128 columns; ping-pong two 64 x 64 panels."""
+    return 2 * 8192 if cfg.pingpong else STAGING_BYTES
+
+
 def smem_layout(program, spec, cfg):
     """Byte offsets inside the 1024-aligned dynamic shared memory, and the total to request."""
+    a_bytes = (cfg.bm if cfg.pingpong else BM) * BK * 2
     b_bytes = cfg.bn * BK * 2
-    stage = A_BYTES + b_bytes
-    _, red_floats = smem_floats(program, _fragment_map(cfg, spec.tma_out >= 0))
-    off = {"stage": stage, "b": A_BYTES, "staging": cfg.stages * stage}
-    off["red"] = off["staging"] + (2 * STAGING_BYTES if spec.tma_out >= 0 else 0)
+    stage = a_bytes + b_bytes
+    _, red_floats = smem_floats(program, _fmap(cfg, spec.tma_out >= 0))
+    off = {"stage": stage, "b": a_bytes, "staging": cfg.stages * stage}
+    off["red"] = off["staging"] + (2 * staging_bytes(cfg) if spec.tma_out >= 0 else 0)
     off["red_floats"] = red_floats
     off["bars"] = off["red"] + 2 * 4 * red_floats
     off["bars"] = (off["bars"] + 7) // 8 * 8
@@ -69,6 +99,8 @@ def _tma_load(which, batched, dst, x, y, bar):
 
 def generate(program, spec, cfg):
     """CUDA C++ source of the sm90a kernel `evt_main` plus evt_init/evt_finish."""
+    if cfg.pingpong:
+        return generate_pingpong(program, spec, cfg)
     staged = spec.tma_out >= 0
     fm = _fragment_map(cfg, staged)
     red_layout, _ = smem_floats(program, fm)
@@ -182,6 +214,155 @@ extern "C" __global__ void __launch_bounds__(384, 1) evt_main(const __grid_const
 {declare_partials(program, fm)}
 {epi_loop}
 {combine(program, fm, red_layout)}
+    }}
+    if (tid == 0) evt_bulk_wait0();
+  }}
+}}
+"""
+    return module_source(program, spec, header, kernel)
+
+
+def generate_pingpong(program, spec, cfg):
+    """Ping-pong schedule (hopper-gemm-notes §12): the CTA's tiles go alternately to consumer
+    WG1 and WG2; each owns a whole bm x bn tile (bm/64 m64nBN fragments, 128 fp32 registers).
+    Two named barriers order the mainloops (WG1's tile i, WG2's tile i+1, WG1's tile i+2, ...),
+    so one WG has the tensor cores to itself while the other runs its epilogue. The producer
+    streams every tile's k-blocks through one ring in tile order; a consumer finds its k-block
+    at ring position (local tile index) * KB + kb. Slots are released by the one WG reading them.
+    """
+    assert cfg.bm in (64, 128) and cfg.bn in (128, 256) and cfg.bm * cfg.bn <= 128 * 256 // 2
+    staged = spec.tma_out >= 0
+    fm = _pp_fragment_map(cfg, staged)
+    red_layout, _ = smem_floats(program, fm)
+    off = smem_layout(program, spec, cfg)
+    S, BN, BMp = cfg.stages, cfg.bn, cfg.bm
+    MH = BMp // 64                      # m-halves per tile (one m64nBN wgmma each per k16)
+    half = BN // 2                      # fp32 accumulators per m-half per thread
+    nacc = MH * half
+    stg_bytes = staging_bytes(cfg)
+    if spec.b_kmajor:
+        b_loads = _tma_load("tmB", spec.b_batched, "sb", "k0", "n0", "fb")
+        b_desc = "evt_wgmma_desc(sb + 32 * k, 16, 1024)"
+    else:
+        b_loads = (f"for (int p = 0; p < {BN // 64}; ++p) "
+                   + _tma_load("tmB", spec.b_batched, "sb + p * 8192", "n0 + 64 * p", "k0", "fb"))
+        b_desc = "evt_wgmma_desc(sb + 2048 * k, 8192, 1024)"
+    a_load = _tma_load("tmA", spec.a_batched, "sa", "k0", "m0", "fb")
+    batched_out = program.batched and staged and "L" in program.outputs[spec.tma_out].dims
+    store_fn = (f"evt_tma_store_3d(&tmD, n0 + 64 * c, m0 + 64 * h, l, stg_s + (g & 1) * 8192);" if batched_out
+                else f"evt_tma_store_2d(&tmD, n0 + 64 * c, m0 + 64 * h, stg_s + (g & 1) * 8192);")
+    body = column_group_body(program, fm, red_layout)
+    if staged:
+        cols = f"""  #pragma unroll
+  for (int c = 0; c < {BN // 64}; ++c) {{        // 64 x 64 panels, staging double-buffered
+    const int g = h * {BN // 64} + c;
+    if (tid == 0) evt_bulk_wait_read1();     // the store that last read this buffer is done
+    evt_named_bar(1 + wg, 128);
+    unsigned char* stgb = stg + (g & 1) * 8192;
+    #pragma unroll
+    for (int jj = 0; jj < 8; ++jj) {{
+      const int j = c * 8 + jj;
+      const int n = n0 + 8 * j + 2 * q;
+{body}
+    }}
+    evt_fence_async_smem();                   // st.shared -> visible to the TMA (async proxy)
+    evt_named_bar(1 + wg, 128);
+    if (tid == 0) {{
+      {store_fn}
+      evt_bulk_commit();
+    }}
+  }}"""
+    else:
+        cols = f"""  #pragma unroll
+  for (int j = 0; j < {BN // 8}; ++j) {{
+    const int n = n0 + 8 * j + 2 * q;
+{body}
+  }}"""
+    epi_loop = f"""  #pragma unroll
+  for (int h = 0; h < {MH}; ++h) {{             // one m64 fragment at a time
+{declare_partials(program, fm)}
+{cols}
+{combine(program, fm, red_layout)}
+  }}"""
+    mma = "\n".join(
+        f"          evt_wgmma(d + {h * half}, evt_wgmma_desc(sa + {h * 8192} + 32 * k, 16, 1024), {b_desc}, "
+        f"(kb > 0 || k > 0) ? 1 : 0);" for h in range(MH))
+    header = (f"// evt sm90a kernel (ping-pong): {spec.dtype}, tile {BMp}x{BN}x{BK} per consumer warpgroup, {S} "
+              f"stages, B {'K-major' if spec.b_kmajor else 'N-major'}, TMA-stored output {spec.tma_out}\n")
+    kernel = f"""{_wgmma(spec, cfg)}
+extern "C" __global__ void __launch_bounds__(384, 1) evt_main(const __grid_constant__ EpiArgs a,
+    const __grid_constant__ TmaDesc tmA, const __grid_constant__ TmaDesc tmB, const __grid_constant__ TmaDesc tmD) {{
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = (unsigned char*)(((u64)smem_raw + 1023) & ~1023ull);   // swizzle atoms need 1024-B bases
+  const u32 sbase = evt_smem_addr(smem);
+  const u32 bars = sbase + {off['bars']};        // full[s] at bars + 8s, empty[s] at bars + 8(S + s)
+  if (threadIdx.x == 0) {{
+    for (int s = 0; s < {S}; ++s) {{ evt_mbar_init(bars + 8 * s, 1); evt_mbar_init(bars + 8 * ({S} + s), 1); }}
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    evt_fence_async_smem();
+  }}
+  __syncthreads();
+  const int wgid = threadIdx.x / 128, tid = threadIdx.x % 128;
+  const int KB = (a.K + {BK - 1}) / {BK};
+  if (wgid == 0) {{
+    // ---- producer warpgroup: one thread streams every tile's A and B k-blocks through the ring ----
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if (tid == 0) {{
+      int s = 0; u32 ph = 0;
+      for (int t = blockIdx.x; t < a.tiles; t += gridDim.x) {{
+        int l, mt, nt;
+        evt_tile_coords(a, t, {cfg.group_m}, l, mt, nt);
+        const int m0 = mt * {BMp}, n0 = nt * {BN};
+        for (int k0 = 0; k0 < a.K; k0 += {BK}) {{
+          evt_mbar_wait(bars + 8 * ({S} + s), ph ^ 1);     // the consumer released slot s
+          const u32 fb = bars + 8 * s;
+          evt_mbar_expect_tx(fb, {off['stage']});          // full boxes, zero-filled past the edges
+          const u32 sa = sbase + s * {off['stage']}, sb = sa + {off['b']};
+          {a_load}
+          {b_loads}
+          if (++s == {S}) {{ s = 0; ph ^= 1; }}
+        }}
+      }}
+    }}
+  }} else {{
+    // ---- consumer warpgroups: alternate whole tiles; mainloops ordered, epilogues overlapped ----
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+    const int wg = wgid - 1, w = tid >> 5, lane = tid & 31, gq = lane >> 2, q = lane & 3;
+    unsigned char* stg = smem + {off['staging']} + wg * {stg_bytes};
+    const u32 stg_s = sbase + {off['staging']} + wg * {stg_bytes};
+    float* red_smem = (float*)(smem + {off['red']}) + wg * {off['red_floats']};
+    const int my_turn = 3 + wg, next_turn = 4 - wg;      // named barriers 3 (WG1 may go), 4 (WG2 may go)
+    int it = wg;                                         // index of the tile among this CTA's tiles
+    for (int t = blockIdx.x + wg * gridDim.x; t < a.tiles; t += 2 * gridDim.x, it += 2) {{
+      int l, mt, nt;
+      evt_tile_coords(a, t, {cfg.group_m}, l, mt, nt);
+      const int m0 = mt * {BMp}, n0 = nt * {BN};
+      float d[{nacc}];
+      if (it > 0) evt_named_bar(my_turn, 256);           // the other WG's previous mainloop is done
+      u32 pos = (u32)it * (u32)KB;                       // ring position of this tile's first k-block
+      u32 s = pos % {S}, ph = (pos / {S}) & 1;
+      u32 prev = 0;
+      for (int kb = 0; kb < KB; ++kb) {{
+        evt_mbar_wait(bars + 8 * s, ph);
+        const u32 sa = sbase + s * {off['stage']}, sb = sa + {off['b']};
+        asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+        #pragma unroll
+        for (int k = 0; k < 4; ++k) {{
+{mma}
+        }}
+        asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+        asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");   // the previous k-block is done
+        if (kb > 0 && tid == 0) evt_mbar_arrive(bars + 8 * ({S} + prev));
+        prev = s;
+        if (++s == {S}) {{ s = 0; ph ^= 1; }}
+      }}
+      asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+      if (tid == 0) evt_mbar_arrive(bars + 8 * ({S} + prev));
+      if (t + gridDim.x < a.tiles) evt_named_bar_arrive(next_turn, 256);   // the other WG's next tile may start
+      #pragma unroll
+      for (int i = 0; i < {nacc}; ++i) asm volatile("" : "+f"(d[i]) :: "memory");   // no reads before the wait
+      // ---- fused epilogue (overlaps the other WG's mainloop) ----
+{epi_loop}
     }}
     if (tid == 0) evt_bulk_wait0();
   }}

@@ -12,6 +12,7 @@ from evt_core.errors import KernelCompileError
 
 from ..codegen.epilogue import arg_layout
 from ..codegen.plan import ALL, COL, ELEM, ROW, reduction_kind, row_block
+from . import fast_launch
 from .tensormap import dummy_map, tensor_map
 
 _NVRTC_OPTIONS = ("-std=c++17", "--diag-suppress=177,550")
@@ -41,7 +42,7 @@ class CompiledKernel:
     # ---- launch geometry ----
     def _geometry(self, b):
         cfg = self.cfg
-        bm = 128 if self.spec.mainloop == "sm90" else cfg.bm
+        bm = (cfg.bm if cfg.pingpong else 128) if self.spec.mainloop == "sm90" else cfg.bm
         mt, nt = -(-b.M // bm), -(-b.N // cfg.bn)
         mblk = -(-b.M // row_block(self.spec, cfg))
         return mt, nt, b.L * mt * nt, mblk
@@ -98,8 +99,9 @@ class CompiledKernel:
     def launch(self, b):
         self.prepare(b).fire([t.array.ptr for t in b.outputs] + [t.array.ptr for t in b.reductions])
 
-    def _small(self, fn, args, n):
-        fn((max(1, min(-(-n // 256), 4096)),), (256,), (args,))
+    @staticmethod
+    def _small_grid(n):
+        return max(1, min(-(-n // 256), 4096))
 
     def _maps(self, b):
         spec, cfg = self.spec, self.cfg
@@ -110,7 +112,7 @@ class CompiledKernel:
             if batched:
                 return tensor_map(ptr, dt, (inner, outer, b.L), (row_stride * 2, batch_stride * 2), box + (1,))
             return tensor_map(ptr, dt, (inner, outer), (row_stride * 2,), box)
-        ta = mk(b.A.ptr, b.K, b.M, aM, aL, (64, 128), spec.a_batched)
+        ta = mk(b.A.ptr, b.K, b.M, aM, aL, (64, cfg.bm if cfg.pingpong else 128), spec.a_batched)
         if spec.b_kmajor:
             tb = mk(b.B.ptr, b.K, b.N, bN, bL, (64, cfg.bn), spec.b_batched)
         else:
@@ -130,22 +132,36 @@ class CompiledKernel:
 
 
 class Prepared:
-    """A launch with everything but the output pointers decided."""
-    __slots__ = ("k", "vals", "out_pos", "tiles", "maps", "max_elems")
+    """A launch with everything but the output pointers decided.
+
+    The first `fire` for a set of output pointers launches through CuPy and, on success, keeps
+    the packed EpiArgs and tensor maps in ctypes-addressable buffers with a prebuilt `void**`
+    parameter array; later fires with the same pointers (a caching allocator hands them back)
+    are one `cuLaunchKernel` call per kernel through ctypes. EVT_CUPY_FAST_LAUNCH=0 turns that off."""
+    __slots__ = ("k", "vals", "out_pos", "tiles", "maps", "max_elems", "_fast")
 
     def __init__(self, k, vals, out_pos, tiles, maps, max_elems):
         self.k, self.vals, self.out_pos, self.tiles, self.maps, self.max_elems = k, vals, out_pos, tiles, maps, max_elems
+        self._fast = {}
 
     def fire(self, out_ptrs):
         """out_ptrs: the plain outputs' pointers, then the reduction outputs'."""
+        key = tuple(out_ptrs)
+        fast = self._fast.get(key)
+        if fast is not None:
+            stream = fast_launch.current_stream()
+            for launch in fast:
+                fast_launch.launch(launch, stream)
+            return
         k = self.k
         vals = self.vals.copy()
         for pos, ptr in zip(self.out_pos, out_ptrs):
             vals[pos] = ptr
         args = np.frombuffer(k.layout.pack(*vals), np.uint8).copy().view(k.args_dtype)
         has_reds = bool(k.program.reductions)
+        plan = []       # (CuPy RawKernel, grid, block, shared bytes, params) as launched
         if has_reds and not k.spec.deterministic:
-            k._small(k.init, args, self.max_elems)
+            plan.append((k.init, k._small_grid(self.max_elems), 256, 0, (args,)))
         if self.maps is not None:
             ta, tb, td = self.maps
             if td is None:
@@ -153,9 +169,16 @@ class Prepared:
             else:
                 dt, dims, strides, box = td
                 dmap = tensor_map(out_ptrs[k.spec.tma_out], dt, dims, strides, box)
-            k.main((min(self.tiles, k.num_sms),), (k.threads,), (args, ta, tb, dmap), shared_mem=k.smem)
+            plan.append((k.main, min(self.tiles, k.num_sms), k.threads, k.smem, (args, ta, tb, dmap)))
         else:
-            k.main((self.tiles,), (k.threads,), (args,), shared_mem=k.smem)
+            plan.append((k.main, self.tiles, k.threads, k.smem, (args,)))
         if has_reds:
-            k._small(k.finish, args, self.max_elems)
-
+            plan.append((k.finish, k._small_grid(self.max_elems), 256, 0, (args,)))
+        for fn, grid, block, smem, params in plan:
+            fn((grid,), (block,), params, shared_mem=smem)
+        if fast_launch.enabled():
+            built = fast_launch.build(plan)
+            if built is not None:
+                if len(self._fast) >= 4:
+                    self._fast.clear()
+                self._fast[key] = built

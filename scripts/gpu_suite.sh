@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# The whole GPU suite in one command, for one call on the GPU machine:
+#   1. environment (GPU, driver, package versions)           -> $OUTDIR/env.txt
+#   2. GPU tests: pytest -m gpu tests/gpu properties,
+#      with EVT_POISON=1 and HYPOTHESIS_PROFILE=gpu             -> $OUTDIR/gpu-tests.log
+#   3. benchmark: python3 -m bench.run                        -> $OUTDIR/{RESULTS.md,results.json,plot.png,bench.log}
+#
+# Usage, from the repository root:
+#   scripts/gpu_suite.sh                  # full: tests, then the benchmark (all shapes, 5 rounds)
+#   scripts/gpu_suite.sh --quick          # benchmark in quick mode (3 rounds, torch.compile on one shape)
+#   scripts/gpu_suite.sh --skip-compile --shapes 8192x3072x768   # any other bench.run options pass through
+# On the device tool: run(command="scripts/gpu_suite.sh", timeout_s=600); the files come back from $OUT.
+#
+# Output goes to $OUT when set (the device machine), else to bench/out, and in that case RESULTS.md,
+# results.json and plot.png are also copied to bench/. Every stage runs under its own time limit and
+# a failing stage is logged, never fatal: the script always reaches the benchmark and finishes within
+# 9 minutes (limits: EVT_TEST_SECONDS, default 190, then SIGINT so pytest still prints its summary;
+# EVT_BENCH_SECONDS, default 280, the benchmark's own budget, killed 45 s after that). The
+# conformance suite compiles one kernel per tree, so it runs EVT_GPU_TREES (default 6) trees per
+# backend here; a dedicated run of `pytest -m gpu properties` under HYPOTHESIS_PROFILE=gpu does 300.
+# Exit status: 0 only if every stage passed.
+set -u
+cd "$(dirname "$0")/.."
+OUTDIR="${OUT:-bench/out}"
+mkdir -p "$OUTDIR"
+TEST_SECONDS="${EVT_TEST_SECONDS:-190}"
+BENCH_SECONDS="${EVT_BENCH_SECONDS:-280}"
+export EVT_GPU_TREES="${EVT_GPU_TREES:-6}"
+
+# Imports: evt_core from the checkout; backends/ under its installed name evt_backends.
+export PYTHONPATH="$PWD:/tmp/p${PYTHONPATH:+:$PYTHONPATH}"
+mkdir -p /tmp/p && ln -sfn "$PWD/backends" /tmp/p/evt_backends
+export PYTHONUNBUFFERED=1
+status=0
+stage() { echo "=== $(date -u +%H:%M:%S) $*" | tee -a "$OUTDIR/suite.log" >&2; }
+
+stage "environment"
+{
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv 2>&1
+  python3 - <<'EOF' 2>&1
+import importlib
+for m in ("torch", "triton", "cupy", "numba", "numba_cuda", "numpy", "hypothesis", "pluggy"):
+    try:
+        print(m, importlib.import_module(m).__version__)
+    except Exception as e:
+        print(m, "unavailable:", type(e).__name__, e)
+import evt_core
+print("evt backends:", {k: (bool(v), getattr(v, "reason", "")) for k, v in evt_core.backends().items()})
+EOF
+} > "$OUTDIR/env.txt" 2>&1 || { stage "environment probe failed (see env.txt)"; status=1; }
+cat "$OUTDIR/env.txt" >&2
+
+test_paths=""
+for p in tests/gpu properties; do [ -e "$p" ] && test_paths="$test_paths $p"; done
+stage "GPU tests in${test_paths:- (none found)} (limit ${TEST_SECONDS} s)"
+set -o pipefail
+if [ -n "$test_paths" ]; then
+  # -v: one line per test as it finishes, so a run cut at the limit still shows where it was
+  # shellcheck disable=SC2086 # word splitting of the path list is intended
+  EVT_POISON=1 HYPOTHESIS_PROFILE=gpu timeout -s INT -k 15 "$TEST_SECONDS" \
+    python3 -m pytest -m gpu $test_paths -v -rs --durations=15 --hypothesis-show-statistics \
+    -p no:cacheprovider 2>&1 | tee "$OUTDIR/gpu-tests.log"
+  rc=$?
+else
+  echo "no tests/gpu or properties folder" | tee "$OUTDIR/gpu-tests.log"; rc=5
+fi
+case $rc in
+  0) stage "GPU tests passed" ;;
+  5) stage "GPU tests: none collected (exit 5)" ;;
+  2|124|130|137) stage "GPU tests stopped: ${TEST_SECONDS} s limit reached or interrupted (exit $rc)"; status=1 ;;
+  *) stage "GPU tests FAILED (exit $rc)"; status=1 ;;
+esac
+
+stage "benchmark (budget ${BENCH_SECONDS} s)"
+timeout -k 10 "$((BENCH_SECONDS + 45))" \
+  python3 -m bench.run --out "$OUTDIR" --budget "$BENCH_SECONDS" "$@" 2>&1 | tee "$OUTDIR/bench.log"
+rc=$?
+if [ $rc -ne 0 ]; then stage "benchmark FAILED or stopped (exit $rc); partial results are kept"; status=1; fi
+
+if [ -z "${OUT:-}" ]; then
+  for f in RESULTS.md results.json plot.png; do
+    [ -f "$OUTDIR/$f" ] && cp "$OUTDIR/$f" bench/
+  done
+fi
+stage "done (exit $status); files in $OUTDIR: $(ls "$OUTDIR" | tr '\n' ' ')"
+exit $status
