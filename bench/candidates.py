@@ -135,6 +135,9 @@ class Case:
         a pre-bound launch, a 'launch' row."""
         import evt_core
         from evt_core.errors import EvtError
+
+        from .run import split_spec
+        backend, options = split_spec(name)
         call = Candidate(name, "call")
         if not support:
             self.candidates.append(call.fail("unavailable", getattr(support, "reason", "") or "not available"))
@@ -142,7 +145,7 @@ class Case:
         try:
             tree = evt_core.trace(self.workload.epilogue, self.workload.example(*TRACE_MN))
             t0 = time.perf_counter()
-            kernel = evt_core.compile(tree, backend=name)
+            kernel = evt_core.compile(tree, backend=backend, **options)
             call.compile_s = time.perf_counter() - t0
         except EvtError as e:
             self.candidates.append(call.fail("compile-failed", _short(e)))

@@ -103,13 +103,29 @@ class Budget:
 
 
 def evt_backends(wanted):
-    """{name: Support} for the GPU backends to measure; a wanted name that is not registered is
-    kept with the reason, so it shows in the table."""
+    """{spec: Support} for the GPU backends to measure; a wanted name that is not registered is
+    kept with the reason, so it shows in the table. A spec may carry compile options as
+    `name:key=value:key=value` (values parsed as Python literals), to compare variants."""
     import evt_core
     registered = dict(evt_core.backends())
-    names = wanted or sorted(n for n in registered if n not in CPU_BACKENDS)
+    specs = wanted or sorted(n for n in registered if n not in CPU_BACKENDS)
     from evt_core.backend import Support
-    return {n: registered.get(n, Support(False, f"not registered (registered: {sorted(registered)})")) for n in names}
+    missing = Support(False, f"not registered (registered: {sorted(registered)})")
+    return {s: registered.get(split_spec(s)[0], missing) for s in specs}
+
+
+def split_spec(spec):
+    """'cupy:fast_math=True:tile=(128, 256)' -> ('cupy', {'fast_math': True, 'tile': (128, 256)})."""
+    import ast
+    name, *pairs = spec.split(":")
+    options = {}
+    for pair in pairs:
+        key, _, value = pair.partition("=")
+        try:
+            options[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            options[key] = value
+    return name, options
 
 
 def time_interleaved(candidates, rounds, warmup_ms, rep_ms):

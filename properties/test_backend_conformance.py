@@ -21,7 +21,8 @@ the CPU test takes the profile's (dev 30, ci 60, gpu 300). Each GPU example comp
 (5-15 s on an H200 for numba_cuda, measured 2026-11-29), so the GPU test takes
 min(profile, EVT_GPU_TREES) trees, each at 1 + EVT_SIZES_PER_TREE problems (default 4): the gpu
 profile alone means 300 trees and 1500 checked calls per backend (a long dedicated run);
-scripts/gpu_suite.sh sets EVT_GPU_TREES=6 to stay inside its time limit.
+scripts/gpu_suite.sh runs EVT_GPU_SHARDS shards of EVT_GPU_TREES trees each in parallel
+(pytest-xdist) to stay inside its time limit.
 """
 import os
 
@@ -39,6 +40,10 @@ from .strategies import assert_close, epilogues
 CPU_BACKENDS = frozenset({"numpy"})
 SIZES_PER_TREE = int(os.environ.get("EVT_SIZES_PER_TREE", "4"))
 GPU_TREES = int(os.environ.get("EVT_GPU_TREES", "100000"))
+# Shards let pytest-xdist spread the GPU examples (compile-bound) over CPU cores: each shard is
+# its own test with its own random examples (not derandomised, or every shard would draw the
+# same trees); EVT_GPU_TREES is per shard.
+GPU_SHARDS = int(os.environ.get("EVT_GPU_SHARDS", "1"))
 # Options for speed, not semantics: cupy's autotuner would build and time every tile config at
 # every new shape class; the benchmark checks the autotuned kernels at full size instead.
 FAST_OPTIONS = {"cupy": {"autotune": False}}
@@ -128,9 +133,11 @@ def test_cpu_backend_matches_interpreter(backend, case, data):
                       data.draw(larger_problems(case, SIZES_PER_TREE), label="larger problems"))
 
 
+@pytest.mark.parametrize("shard", range(GPU_SHARDS))
 @pytest.mark.parametrize("backend", _params(gpu=True))
-@settings(deadline=None, max_examples=max(1, min(settings.default.max_examples, GPU_TREES)))
+@settings(deadline=None, max_examples=max(1, min(settings.default.max_examples, GPU_TREES)),
+          derandomize=GPU_SHARDS == 1 and settings.default.derandomize, database=None)
 @given(case=epilogues(), data=st.data())
-def test_gpu_backend_matches_interpreter(backend, case, data):
+def test_gpu_backend_matches_interpreter(backend, shard, case, data):
     check_conformance(backend, case, _traced_problem(case) +
                       data.draw(larger_problems(case, SIZES_PER_TREE), label="larger problems"))

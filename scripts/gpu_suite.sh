@@ -26,6 +26,12 @@ mkdir -p "$OUTDIR"
 TEST_SECONDS="${EVT_TEST_SECONDS:-190}"
 BENCH_SECONDS="${EVT_BENCH_SECONDS:-280}"
 export EVT_GPU_TREES="${EVT_GPU_TREES:-6}"
+export EVT_GPU_SHARDS="${EVT_GPU_SHARDS:-1}"
+# GPU tests are compile-bound (numba 5-15 s per kernel): spread them over CPU cores when
+# pytest-xdist is there (EVT_TEST_WORKERS, default 8; 0 = serial).
+WORKERS="${EVT_TEST_WORKERS:-8}"
+XDIST=""
+if [ "$WORKERS" != "0" ] && python3 -c "import xdist" 2>/dev/null; then XDIST="-n $WORKERS"; fi
 
 # Imports: evt_core from the checkout; backends/ under its installed name evt_backends.
 export PYTHONPATH="$PWD:/tmp/p${PYTHONPATH:+:$PYTHONPATH}"
@@ -58,7 +64,7 @@ if [ -n "$test_paths" ]; then
   # -v: one line per test as it finishes, so a run cut at the limit still shows where it was
   # shellcheck disable=SC2086 # word splitting of the path list is intended
   EVT_POISON=1 HYPOTHESIS_PROFILE=gpu timeout -s INT -k 15 "$TEST_SECONDS" \
-    python3 -m pytest -m gpu $test_paths -v -rs --durations=15 --hypothesis-show-statistics \
+    python3 -m pytest -m gpu $XDIST $test_paths -v -rs --durations=15 --hypothesis-show-statistics \
     -p no:cacheprovider 2>&1 | tee "$OUTDIR/gpu-tests.log"
   rc=$?
 else
