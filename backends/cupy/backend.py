@@ -18,7 +18,10 @@ _LEAVES_AND_SINKS = {Op.ACCUM, Op.LOAD, Op.SCALAR, Op.CONST, Op.STORE, *REDUCE_O
 
 class CupyBackend(Backend):
     name = "cupy"
-    options = {"mainloop": "auto", "deterministic": False, "autotune": True, "tile": None}
+    # aux_tma / tma_store_all / fast_math: opt-in fast paths (docs/backend-cupy.md), off until
+    # they have been GPU-validated; each falls back silently where its preconditions fail
+    options = {"mainloop": "auto", "deterministic": False, "autotune": True, "tile": None,
+               "aux_tma": False, "tma_store_all": False, "fast_math": False}
 
     def available(self):
         try:
@@ -82,7 +85,8 @@ class CupyRunner:
         spec = Spec(dt, "sm80" if self.options["mainloop"] == "sm80" else "sm90",
                     "async" if self.options["mainloop"] == "sm80" else "tma",
                     "async" if self.options["mainloop"] == "sm80" else "tma", False, p.batched, p.batched,
-                    cls(p.inputs), cls(p.outputs), -1, bool(self.options["deterministic"]))
+                    cls(p.inputs), cls(p.outputs), -1, bool(self.options["deterministic"]),
+                    fast_math=bool(self.options["fast_math"]))
         return generate(p, spec, candidates(p, spec)[0])
 
     def _device_info(self):

@@ -36,7 +36,8 @@ class BuildReport:
 
 
 _PROPS = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
-SASS_OPS = ("HGMMA", "HMMA", "FFMA", "UTMALDG", "UTMASTG", "MEMBAR.ALL.GPU", "LDL", "STL", "LDGSTS", "LDSM")
+SASS_OPS = ("HGMMA", "HMMA", "FFMA", "UTMALDG", "UTMASTG", "MEMBAR.ALL.GPU", "LDL", "STL", "LDGSTS", "LDSM",
+            "MUFU.TANH", "MUFU.EX2")
 
 
 def build(source, kernel="evt_main", arch="sm_90a"):

@@ -137,3 +137,48 @@ REPRESENTATIVE = {
     "reductions_bf16_out": lambda: reductions("bfloat16", batched=False, red_dtype="bfloat16"),
     "aux_layouts_f16": lambda: aux_layouts("float16"),
 }
+
+
+# ---- the benchmark workloads (bench/workloads.py W1-W4), for compile checks of the fast paths ----
+def w1_forward(dtype="float16", batched=False):
+    """W1: z = accum + bias[n]; store z and gelu_tanh(z) (two 16-bit M x N outputs)."""
+    b = ProgramBuilder(batched)
+    bias = b.load("bias", dtype, ("N",))
+    z = b.op(Op.ADD, b.accum, bias)
+    b.store(z, "z", dtype)
+    b.store(b.op(Op.GELU_TANH, z), "act", dtype)
+    return b.build()
+
+
+def w2_backward(dtype="float16", batched=False):
+    """W2: dx = accum * gelu_tanh_grad(z), z an M x N aux input; store dx and its column sums."""
+    b = ProgramBuilder(batched)
+    z = b.load("z", dtype, ("L", "M", "N"))
+    dx = b.op(Op.MUL, b.accum, b.op(Op.GELU_TANH_GRAD, z))
+    b.store(dx, "dx", dtype)
+    b.reduce(Op.SUM, dx, "dbias", "float32", {"M"} | ({"L"} if batched else set()))
+    return b.build()
+
+
+def w3_softmax_stats(dtype="float16", batched=False):
+    """W3: s = 0.125 * accum; store s and its row max."""
+    b = ProgramBuilder(batched)
+    s = b.op(Op.MUL, b.const(0.125), b.accum)
+    b.store(s, "s", dtype)
+    b.reduce(Op.AMAX, s, "s_rowmax", "float32", {"N"})
+    return b.build()
+
+
+def w4_layernorm_stats(dtype="float16", batched=False):
+    """W4: y = accum + bias[n] + r, r an M x N aux input; store y, row sums of y and y*y."""
+    b = ProgramBuilder(batched)
+    bias = b.load("bias", dtype, ("N",))
+    r = b.load("r", dtype, ("L", "M", "N"))
+    y = b.op(Op.ADD, b.op(Op.ADD, b.accum, bias), r)
+    b.store(y, "y", dtype)
+    b.reduce(Op.SUM, y, "y_sum", "float32", {"N"})
+    b.reduce(Op.SUM, b.op(Op.MUL, y, y), "y_sqsum", "float32", {"N"})
+    return b.build()
+
+
+WORKLOADS = {"W1": w1_forward, "W2": w2_backward, "W3": w3_softmax_stats, "W4": w4_layernorm_stats}

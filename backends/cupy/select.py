@@ -55,15 +55,30 @@ def decide_spec(program, bound, options, cc):
     use90 = can90 and want in ("auto", "sm90")
     in_cls = tuple(n_class(t.strides, t.array.ptr, op.dtype) for t, op in zip(bound.inputs, program.inputs))
     out_cls = tuple(n_class(t.strides, t.array.ptr, op.dtype) for t, op in zip(bound.outputs, program.outputs))
-    tma_out = -1
+    tma_out, tma_extra, aux_tma = -1, (), ()
     if use90:
+        storable = []
         for i, (t, op) in enumerate(zip(bound.outputs, program.outputs)):
             sL, sM, sN = t.strides
             spans = program.spans(op)
             if (op.dtype != "float32" and spans[1] and spans[2] and (spans[0] or not program.batched or bound.L == 1)
                     and sN == 1 and _rows16(t.array.ptr, sM, sL, 2)):
-                tma_out = i
-                break
+                storable.append(i)
+        if storable:
+            tma_out = storable[0]
+            if options.get("tma_store_all"):
+                tma_extra = tuple(storable[1:])
+        if options.get("aux_tma"):
+            aux = []
+            for i, (t, op) in enumerate(zip(bound.inputs, program.inputs)):
+                sL, sM, sN = t.strides
+                spans = program.spans(op)
+                # row-major 16-bit M x N tiles with 16-byte aligned rows (TMA's rule); an input
+                # without the L axis of a batched program is the same 2-D tile for every batch
+                if (op.dtype != "float32" and spans[1] and spans[2] and sN == 1 and (sM != 0)
+                        and _rows16(t.array.ptr, sM, sL if spans[0] else 0, 2)):
+                    aux.append(i)
+            aux_tma = tuple(aux)
     if use90:
         a_load = b_load = "tma"
     else:
@@ -72,8 +87,27 @@ def decide_spec(program, bound, options, cc):
         outer = bN if b_kmajor else bK
         unit = bK == 1 if b_kmajor else bN == 1
         b_load = "async" if unit and _async_ok(pb, outer, bL, inner, item) else "scalar"
-    return Spec(dt, "sm90" if use90 else "sm80", a_load, b_load, b_kmajor, aL != 0, bL != 0,
-                in_cls, out_cls, tma_out, bool(options["deterministic"]))
+    spec = Spec(dt, "sm90" if use90 else "sm80", a_load, b_load, b_kmajor, aL != 0, bL != 0,
+                in_cls, out_cls, tma_out, bool(options["deterministic"]), tma_extra, aux_tma,
+                bool(options.get("fast_math", False)))
+    return _fit_options(program, spec)
+
+
+def _fit_options(program, spec):
+    """aux_tma / tma_store_all buffers that leave no candidate tile in shared memory (many aux
+    inputs or outputs plus reduction buffers) are given up, last first: the call falls back to
+    __ldg loads / direct stores for those tensors."""
+    import dataclasses
+    while spec.aux_tma or spec.tma_extra:
+        try:
+            candidates(program, spec)
+            return spec
+        except UnsupportedError:
+            if spec.aux_tma:
+                spec = dataclasses.replace(spec, aux_tma=spec.aux_tma[:-1])
+            else:
+                spec = dataclasses.replace(spec, tma_extra=spec.tma_extra[:-1])
+    return spec
 
 
 def smem_bytes(program, spec, cfg):
@@ -96,6 +130,18 @@ def candidates(program, spec):
     else:
         raw = [TileConfig(128, 128, 32, 2, 4, 4), TileConfig(128, 256, 32, 2, 4, 3),
                TileConfig(64, 128, 32, 2, 2, 4), TileConfig(128, 128, 32, 2, 4, 3)]
+    if spec.aux_tma or spec.tma_extra:
+        # the extra staging / aux buffers cost pipeline stages rather than whole candidates
+        fitted = []
+        for c in raw:
+            try:
+                c = fit_stages(program, spec, c)
+            except UnsupportedError:
+                continue
+            if c not in fitted:
+                fitted.append(c)
+        # a 2-stage ring starves the mainloop: such configurations only after all the others
+        raw = [c for c in fitted if c.stages >= 3] + [c for c in fitted if c.stages < 3]
     fit = [c for c in raw if smem_bytes(program, spec, c) <= SMEM_LIMIT]
     if not fit:
         raise UnsupportedError(f"the epilogue needs more shared memory for its reduction buffers than a CTA has "

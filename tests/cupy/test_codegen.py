@@ -99,3 +99,61 @@ def test_plugin_module_imports_without_cupy():
     from evt_backends.cupy.backend import CupyBackend
     s = CupyBackend().available()
     assert isinstance(s.ok, bool) and (s.ok or s.reason)
+
+
+# ---- the opt-in fast paths: which tensors each option takes, and the silent fallbacks ----
+def _bound_io(M, N, K, inputs, outputs, L=1, ptr=1 << 20):
+    """inputs/outputs: frame strides (L, M, N) per program operand, all at `ptr` (aligned)."""
+    T = lambda st: SimpleNamespace(array=SimpleNamespace(ptr=ptr if st[-1] != "odd" else ptr + 2),  # noqa: E731
+                                   strides=st[:3])
+    return SimpleNamespace(L=L, M=M, N=N, K=K, A=SimpleNamespace(ptr=ptr), B=SimpleNamespace(ptr=ptr),
+                           a_strides=(0, K, 1), b_strides=(0, N, 1), dtype="float16",
+                           inputs=[T(s) for s in inputs], outputs=[T(s) for s in outputs], reductions=[], scalars=[])
+
+
+_FAST = {"mainloop": "auto", "deterministic": False, "aux_tma": True, "tma_store_all": True, "fast_math": True}
+
+
+def test_options_are_accepted_and_default_off():
+    from evt_backends.cupy.backend import CupyBackend
+    o = CupyBackend.options
+    assert o["aux_tma"] is False and o["tma_store_all"] is False and o["fast_math"] is False
+
+
+def test_fast_options_take_every_tma_able_tensor():
+    prog = P.paper_example()            # inputs C (M, N), bias (N,); outputs D, F (M, N)
+    b = _bound_io(256, 512, 64, [(0, 512, 1), (0, 0, 1)], [(0, 512, 1), (0, 512, 1)])
+    spec = decide_spec(prog, b, _FAST, (9, 0))
+    assert (spec.tma_out, spec.tma_extra, spec.aux_tma, spec.fast_math) == (0, (1,), (0,), True)
+    off = decide_spec(prog, b, {"mainloop": "auto", "deterministic": False}, (9, 0))
+    assert (off.tma_out, off.tma_extra, off.aux_tma, off.fast_math) == (0, (), (), False)
+
+
+@pytest.mark.parametrize("c_strides", [(0, 1, 256), (0, 512, 2), (0, 520, 1, "odd"), (0, 500, 1)],
+                         ids=["col-major", "strided-n", "misaligned-base", "pitch-not-16B"])
+def test_aux_tma_falls_back_on_layouts_tma_cannot_take(c_strides):
+    prog = P.paper_example()
+    b = _bound_io(256, 504, 64, [c_strides, (0, 0, 1)], [(0, 504, 1), (0, 1, 256)])
+    spec = decide_spec(prog, b, _FAST, (9, 0))
+    assert spec.aux_tma == () and spec.tma_extra == ()      # F column-major: no second TMA store
+    assert spec.mainloop == "sm90"
+
+
+def test_fast_options_fall_back_on_the_sm80_path():
+    prog = P.paper_example()
+    b = _bound_io(256, 512, 64, [(0, 512, 1), (0, 0, 1)], [(0, 512, 1), (0, 512, 1)])
+    spec = decide_spec(prog, b, dict(_FAST, mainloop="sm80"), (9, 0))
+    assert (spec.mainloop, spec.tma_out, spec.tma_extra, spec.aux_tma) == ("sm80", -1, (), ())
+    spec = decide_spec(prog, b, _FAST, (8, 0))
+    assert (spec.mainloop, spec.aux_tma, spec.fast_math) == ("sm80", (), True)
+
+
+def test_fast_option_candidates_fit_by_dropping_stages():
+    for name, mk in P.WORKLOADS.items():
+        prog = mk()
+        spec = canonical_spec(prog, "float16", "sm90", aux_tma=True, tma_store_all=True)
+        cands = candidates(prog, spec)
+        assert cands[0].pingpong and (cands[0].bm, cands[0].bn) == (64, 256), name
+        assert cands[0].stages >= 3
+        for cfg in cands:
+            assert smem_bytes(prog, spec, cfg) <= SMEM_LIMIT

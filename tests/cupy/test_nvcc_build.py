@@ -61,3 +61,67 @@ def test_kernel_builds_clean(case):
         assert rep.sass["HMMA"] == 0 and rep.sass["FFMA"] > 0
     else:
         assert rep.sass["HMMA"] > 0, rep.sass
+
+
+# ---- the opt-in fast paths: aux_tma, tma_store_all, fast_math (GPU-validated in tests/gpu) ----
+FAST = {"aux_tma": True, "tma_store_all": True, "fast_math": True}
+SM90_COOP128 = TileConfig(128, 128, 64, stages=5)
+FAST_CASES = [
+    # (id, program, dtype, cfg or None (= the first candidate, what autotune=False takes), spec kwargs)
+    ("W1-pp", P.w1_forward(), "float16", None, FAST),
+    ("W2-pp", P.w2_backward(), "float16", None, FAST),
+    ("W3-pp", P.w3_softmax_stats(), "float16", None, FAST),
+    ("W4-pp", P.w4_layernorm_stats(), "float16", None, FAST),
+    ("W1-coop256", P.w1_forward(), "float16", SM90, FAST),
+    ("W2-coop128", P.w2_backward(), "float16", SM90_COOP128, FAST),
+    ("W4-pp128-bf16", P.w4_layernorm_stats("bfloat16"), "bfloat16", TileConfig(128, 128, 64, stages=6, pingpong=True),
+     FAST),
+    ("W2-batched-det", P.w2_backward(batched=True), "float16", None, dict(FAST, deterministic=True)),
+    ("W4-batched-coop", P.w4_layernorm_stats(batched=True), "float16", SM90, FAST),
+    ("paper-batched-pp", P.paper_example(batched=True), "float16", None, FAST),
+    ("paper-kmajor-coop128", P.paper_example(), "float16", SM90_COOP128, dict(FAST, b_kmajor=True)),
+    ("aux-colmajor-fallback", P.aux_layouts(), "float16", None, dict(FAST, classes=N_GENERIC)),
+]
+
+
+@pytest.mark.parametrize("case", FAST_CASES, ids=[c[0] for c in FAST_CASES])
+def test_fast_paths_build_clean(case):
+    from evt_backends.cupy.codegen.plan import tma_outputs
+    from evt_backends.cupy.select import candidates, fit_stages
+    name, prog, dt, cfg, kw = case
+    spec = canonical_spec(prog, dt, "sm90", **kw)
+    cfg = candidates(prog, spec)[0] if cfg is None else fit_stages(prog, spec, cfg)
+    assert smem_bytes(prog, spec, cfg) <= SMEM_LIMIT
+    src = generate(prog, spec, cfg)
+    n_aux = sum(1 for o in prog.inputs if "M" in o.dims and "N" in o.dims)
+    if "fallback" in name:
+        assert spec.aux_tma == () and "tmX0" not in src
+    else:
+        assert len(spec.aux_tma) == n_aux and ("tmX0" in src) == (n_aux > 0)
+    outs = tma_outputs(spec)
+    rep = build(src)
+    assert (rep.stack, rep.spill_stores, rep.spill_loads) == (0, 0, 0), rep
+    assert not [w for w in rep.warnings if "C7512" in w or "C7508" in w], rep.warnings
+    if not rep.sass:
+        pytest.skip("cuobjdump not found: resource checks only")
+    assert rep.sass["LDL"] == rep.sass["STL"] == 0
+    assert rep.sass["HGMMA"] > 0 and rep.sass["MEMBAR.ALL.GPU"] == 0, rep.sass
+    assert rep.sass["UTMALDG"] >= 2 + len(spec.aux_tma), rep.sass
+    # every TMA-stored output has its own store per 64 x 64 panel of the tile
+    sites = (cfg.bn // 64) * (cfg.bm // 64) if cfg.pingpong else 2 * (cfg.bn // 128)
+    assert len(outs) >= 1 and rep.sass["UTMASTG"] >= len(outs) * sites, (outs, rep.sass)
+    if any(ins.op.value in ("gelu_tanh", "gelu_tanh_grad", "tanh") for ins in prog.instrs):
+        assert rep.sass["MUFU.TANH"] > 0, rep.sass
+
+
+def test_fast_paths_default_off_and_same_source():
+    """With the options off (the defaults) the generated source is exactly the old one."""
+    prog = P.w1_forward()
+    spec = canonical_spec(prog, "float16", "sm90")
+    assert spec.tma_extra == () and spec.aux_tma == () and not spec.fast_math
+    src = generate(prog, spec, SM90_PP)
+    epi = src.split("void evt_epilogue(")[1].split("\n}\n")[0]
+    assert "tmD1" not in src and "tmX0" not in src and "abars + 8 * ab" not in src
+    assert "evt_gelu_tanh(" in epi and "_fast(" not in epi
+    fast = generate(prog, canonical_spec(prog, "float16", "sm90", fast_math=True), SM90_PP)
+    assert "evt_gelu_tanh_fast(" in fast.split("void evt_epilogue(")[1].split("\n}\n")[0]

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from evt_core.tree.ops import Op
 
-from .plan import ALL, COL, ELEM, N_BROADCAST, N_GENERIC, N_UNIT, N_UNIT_PAIR, REDUCE_OPS, ROW, reduction_kind
+from .plan import (ALL, COL, ELEM, N_BROADCAST, N_GENERIC, N_UNIT, N_UNIT_PAIR, REDUCE_OPS, ROW, reduction_kind,
+                   tma_outputs)
 from .prelude import STORAGE
 from .spelling import REDUCE_SPELLING, float_literal, spell
 
@@ -95,6 +96,14 @@ class EpilogueWriter:
         op = self.p.inputs[k]
         dt, cls = op.dtype, self.spec.in_classes[k]
         base = f"a.in{k} + ({_offset(f'in{k}', self.p.spans(op))})"
+        if k in self.spec.aux_tma:
+            # aux_tma: the producer TMA-loaded this tile of the input into 128B-swizzled shared
+            # memory; aux_s is the shared-space address of this thread's (row, column pair) word in input 0's panels. Cells
+            # past the edges were zero-filled, and nothing outside the problem is stored.
+            x = self.spec.aux_tma.index(k)
+            self.emit(f"float v{i}_0, v{i}_1;")
+            self.emit(f"evt_unpack2_{dt}(evt_lds_u32(aux_s + {x} * aux_stride), v{i}_0, v{i}_1);")
+            return
         self.emit(f"float v{i}_0 = 0.0f, v{i}_1 = 0.0f;")
         if cls == N_BROADCAST:
             self.emit(f"if (ok0) {{ v{i}_0 = evt_ld_{dt}({base}); v{i}_1 = v{i}_0; }}")
@@ -112,7 +121,7 @@ class EpilogueWriter:
     # ---- compute ----
     def _compute(self, i, ins):
         for e in (0, 1):
-            expr = spell(ins.op, [f"v{a}_{e}" for a in ins.args])
+            expr = spell(ins.op, [f"v{a}_{e}" for a in ins.args], fast=self.spec.fast_math)
             self.emit(f"const float v{i}_{e} = {expr};")
 
     # ---- sinks ----
@@ -121,9 +130,10 @@ class EpilogueWriter:
         op = self.p.outputs[k]
         src = ins.args[0]
         self.emit(f"const float v{i}_0 = v{src}_0, v{i}_1 = v{src}_1;")
-        if k == self.spec.tma_out:
+        if k in tma_outputs(self.spec):
             pack = "evt_pack_f16x2" if op.dtype == "float16" else "evt_pack_bf16x2"
-            self.emit(f"tma_word = {pack}(v{i}_0, v{i}_1);  // staged in shared memory, stored by TMA")
+            o = tma_outputs(self.spec).index(k)
+            self.emit(f"tma_word[{o}] = {pack}(v{i}_0, v{i}_1);  // staged in shared memory, stored by TMA")
             return
         dt, cls = op.dtype, self.spec.out_classes[k]
         sL, sM, sN = self.p.spans(op)
@@ -183,13 +193,16 @@ def _describe(p, ins):
 def epilogue_function(program, spec):
     """The device function computing the whole Program for one column pair."""
     nred = max(1, len(program.reductions))
+    ntma = max(1, len(tma_outputs(spec)))
     body = EpilogueWriter(program, spec).write()
+    aux = ", u32 aux_s, u32 aux_stride" if spec.aux_tma else ""
     return (
         "// The fused epilogue for the column pair (n, n+1) of row m in batch l. ok0/ok1 say\n"
         "// whether each element lies inside the problem; red[r] receives the values reduction r\n"
-        "// combines (its identity outside the problem); tma_word the packed TMA-stored output.\n"
+        "// combines (its identity outside the problem); tma_word[o] the packed TMA-stored outputs;\n"
+        "// aux_s/aux_stride (aux_tma) address the TMA-loaded input tiles in shared memory.\n"
         "__device__ __forceinline__ void evt_epilogue(const EpiArgs& a, int l, int m, int n, float acc0,\n"
-        f"    float acc1, bool ok0, bool ok1, float (&red)[{nred}][2], u32& tma_word) {{\n{body}\n}}\n")
+        f"    float acc1, bool ok0, bool ok1, float (&red)[{nred}][2], u32 (&tma_word)[{ntma}]{aux}) {{\n{body}\n}}\n")
 
 
 def _kept(red):

@@ -39,7 +39,9 @@ class FragmentMap:
     group_warp: str                 # warp index inside the combine group
     group_warps: int
     sync: str                       # C statement: barrier over the combine group
-    stage_word: str = ""            # C statement consuming tma_word (TMA-stored output), or ""
+    stage_word: str = ""            # C statement consuming tma_word[] (TMA-stored outputs), or ""
+    tma_words: int = 1              # length of tma_word[] (TMA-stored outputs, at least 1)
+    aux_args: str = ""              # extra evt_epilogue arguments (", aux_s, aux_stride") with aux_tma
 
 
 def _comb(red, x, y):
@@ -84,9 +86,9 @@ def column_group_body(program, fm, smem):
         L.append(f"float cp{r}_0 = {_ident(red)}, cp{r}_1 = {_ident(red)};")
     L.append(f"#pragma unroll\nfor (int s = 0; s < {fm.slots}; ++s) {{")
     L.append(f"  const int m = {fm.slot_row('s')};")
-    L.append(f"  float red[{nred}][2]; u32 tma_word = 0;")
+    L.append(f"  float red[{nred}][2]; u32 tma_word[{fm.tma_words}] = {{}};")
     L.append(f"  evt_epilogue(a, l, m, n, {fm.slot_acc('s', 0)}, {fm.slot_acc('s', 1)}, "
-             f"m < a.M && n < a.N, m < a.M && n + 1 < a.N, red, tma_word);")
+             f"m < a.M && n < a.N, m < a.M && n + 1 < a.N, red, tma_word{fm.aux_args});")
     for r, red in enumerate(program.reductions):
         kind = reduction_kind(red)
         if kind == ROW:

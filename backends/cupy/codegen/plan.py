@@ -38,6 +38,15 @@ class Spec:
     out_classes: tuple       # N_* per program output
     tma_out: int             # index of the output written by TMA stores (sm90), or -1
     deterministic: bool
+    # opt-in fast paths (backend options aux_tma / tma_store_all / fast_math, default off):
+    tma_extra: tuple = ()    # further outputs written by TMA stores after tma_out (tma_store_all)
+    aux_tma: tuple = ()      # M x N 16-bit inputs the producer TMA-loads into shared memory (aux_tma)
+    fast_math: bool = False  # tanh.approx / ex2.approx / rcp.approx spellings (fast_math)
+
+
+def tma_outputs(spec):
+    """Every output index written through smem staging + TMA stores, in staging-slot order."""
+    return ((spec.tma_out,) + tuple(spec.tma_extra)) if spec.tma_out >= 0 else ()
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,9 @@ __device__ __forceinline__ void evt_st_bfloat16(u16* p, float v) { *p = evt_f32_
 __device__ __forceinline__ void evt_ld2_float32(const float* p, float& a, float& b) { float2 v = __ldg((const float2*)p); a = v.x; b = v.y; }
 __device__ __forceinline__ void evt_ld2_float16(const u16* p, float& a, float& b) { u32 w = __ldg((const unsigned int*)p); a = evt_f16_to_f32((u16)(w & 0xffff)); b = evt_f16_to_f32((u16)(w >> 16)); }
 __device__ __forceinline__ void evt_ld2_bfloat16(const u16* p, float& a, float& b) { u32 w = __ldg((const unsigned int*)p); a = __uint_as_float(w << 16); b = __uint_as_float(w & 0xffff0000u); }
+// two 16-bit values of one 32-bit word (lo = the lower column) -> floats (aux_tma smem reads)
+__device__ __forceinline__ void evt_unpack2_float16(u32 w, float& a, float& b) { a = evt_f16_to_f32((u16)(w & 0xffff)); b = evt_f16_to_f32((u16)(w >> 16)); }
+__device__ __forceinline__ void evt_unpack2_bfloat16(u32 w, float& a, float& b) { a = __uint_as_float(w << 16); b = __uint_as_float(w & 0xffff0000u); }
 __device__ __forceinline__ void evt_st2_float32(float* p, float a, float b) { *(float2*)p = make_float2(a, b); }
 __device__ __forceinline__ void evt_st2_float16(u16* p, float a, float b) { *(u32*)p = evt_pack_f16x2(a, b); }
 __device__ __forceinline__ void evt_st2_bfloat16(u16* p, float a, float b) { *(u32*)p = evt_pack_bf16x2(a, b); }
@@ -115,6 +118,9 @@ __device__ __forceinline__ void evt_tma_store_3d(const TmaDesc* map, int x, int 
   asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];"
                :: "l"((u64)map), "r"(x), "r"(y), "r"(z), "r"(src) : "memory");
 }
+// aux_tma reads: an explicit ld.shared (a generic load would pay the address-space check); volatile
+// keeps it between the aux_full wait and the aux_empty arrive
+__device__ __forceinline__ u32 evt_lds_u32(u32 addr) { u32 v; asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(addr)); return v; }
 __device__ __forceinline__ void evt_bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
 __device__ __forceinline__ void evt_bulk_wait_read0() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
 __device__ __forceinline__ void evt_bulk_wait_read1() { asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory"); }

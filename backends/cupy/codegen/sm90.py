@@ -10,15 +10,34 @@ ping-pong scheduling. Every mbarrier wait is bounded (prelude WATCHDOG).
 """
 from .common import module_source
 from .fragments import FragmentMap, column_group_body, combine, declare_partials, smem_floats
+from .plan import tma_outputs
 
 BM, BK = 128, 64
 A_BYTES = BM * BK * 2
 STAGING_BYTES = 64 * 128 * 2     # per consumer WG: 64 rows x 128 columns of 16-bit output
 
 
-def _fragment_map(cfg, staged):
-    stage = ("*(u32*)(stg + (jj >> 3) * 8192 + (16 * w + gq + 8 * s) * 128 + (((jj & 7) ^ gq) << 4) + 4 * q) = tma_word;"
-             if staged else "")
+# the thread's (row, column pair) word inside a 64 x 64 128B-swizzled panel (notes §9); the
+# same address serves the staged outputs and the aux_tma inputs, with no bank conflicts
+_PANEL_WORD = "(16 * w + gq + 8 * s) * 128 + ((({c} & 7) ^ gq) << 4) + 4 * q"
+
+
+def aux_geometry(spec, cfg):
+    """aux_tma: (buffers, m-halves per buffer, 64-column panels, bytes per buffer, bytes per input)."""
+    nb = 2 if cfg.pingpong else 1          # ping-pong: one buffer per consumer WG (two tiles live)
+    mh = cfg.bm // 64 if cfg.pingpong else 2
+    panels = cfg.bn // 64
+    per_input = mh * panels * 8192
+    return nb, mh, panels, per_input * len(spec.aux_tma), per_input
+
+
+def _fragment_map(cfg, spec):
+    nt = len(tma_outputs(spec))
+    stage = " ".join(f"*(u32*)(stg + {o * STAGING_BYTES} + (jj >> 3) * 8192 + {_PANEL_WORD.format(c='jj')}) = tma_word[{o}];"
+                     for o in range(nt))
+    aux = ""
+    if spec.aux_tma:
+        aux = f", auxw + (j >> 3) * 8192 + {_PANEL_WORD.format(c='j')}, {aux_geometry(spec, cfg)[4]}"
     return FragmentMap(
         slots=2,
         slot_row=lambda s: f"m0 + 64 * wg + 16 * w + gq + 8 * ({s})",
@@ -27,18 +46,23 @@ def _fragment_map(cfg, staged):
         col_var="j", col_in_tile="8 * j + 2 * q", n0="n0", m0_block="m0 + 64 * wg", rb="mt * 2 + wg", cb="nt",
         tile_cols=cfg.bn, rows_per_block=64, row_warps=1, row_warp_id="0", col_warps=4, col_warp_id="w",
         group_threads=128, group_tid="tid", group_warp="w", group_warps=4,
-        sync="evt_named_bar(1 + wg, 128);", stage_word=stage)
+        sync="evt_named_bar(1 + wg, 128);", stage_word=stage, tma_words=max(1, nt), aux_args=aux)
 
 
-def _pp_fragment_map(cfg, staged):
+def _pp_fragment_map(cfg, spec):
     """Ping-pong: one warpgroup holds the whole bm x bn tile as bm/64 m64nBN fragments, and the
     epilogue walks them one m-half `h` at a time (a C loop, unrolled), each exactly like a
     cooperative warpgroup's 64 rows. The staged output goes through 64 x 64 swizzled panels,
     double-buffered (`stgb`)."""
-    stage = ("*(u32*)(stgb + (16 * w + gq + 8 * s) * 128 + ((jj ^ gq) << 4) + 4 * q) = tma_word;"
-             if staged else "")
+    nt = len(tma_outputs(spec))
+    stage = " ".join(f"*(u32*)(stgb + {o * 8192} + {_PANEL_WORD.format(c='jj')}) = tma_word[{o}];"
+                     for o in range(nt))
     half = cfg.bn // 2
     mh = cfg.bm // 64
+    aux = ""
+    if spec.aux_tma:
+        aux = (f", auxw + h * {cfg.bn // 64 * 8192} + (j >> 3) * 8192 + {_PANEL_WORD.format(c='j')}, "
+               f"{aux_geometry(spec, cfg)[4]}")
     return FragmentMap(
         slots=2,
         slot_row=lambda s: f"m0 + 64 * h + 16 * w + gq + 8 * ({s})",
@@ -47,16 +71,17 @@ def _pp_fragment_map(cfg, staged):
         col_var="j", col_in_tile="8 * j + 2 * q", n0="n0", m0_block="m0 + 64 * h", rb=f"mt * {mh} + h", cb="nt",
         tile_cols=cfg.bn, rows_per_block=64, row_warps=1, row_warp_id="0", col_warps=4, col_warp_id="w",
         group_threads=128, group_tid="tid", group_warp="w", group_warps=4,
-        sync="evt_named_bar(1 + wg, 128);", stage_word=stage)
+        sync="evt_named_bar(1 + wg, 128);", stage_word=stage, tma_words=max(1, nt), aux_args=aux)
 
 
-def _fmap(cfg, staged):
-    return _pp_fragment_map(cfg, staged) if cfg.pingpong else _fragment_map(cfg, staged)
+def _fmap(cfg, spec):
+    return _pp_fragment_map(cfg, spec) if cfg.pingpong else _fragment_map(cfg, spec)
 
 
-def staging_bytes(cfg):
-    """Per consumer warpgroup: cooperative 64 rows x 128 columns; ping-pong two 64 x 64 panels."""
-    return 2 * 8192 if cfg.pingpong else STAGING_BYTES
+def staging_bytes(cfg, outputs=1):
+    """Per consumer warpgroup and TMA-stored output: cooperative 64 rows x 128 columns;
+    ping-pong two 64 x 64 panels (double buffer)."""
+    return (2 * 8192 if cfg.pingpong else STAGING_BYTES) * outputs
 
 
 def smem_layout(program, spec, cfg):
@@ -64,13 +89,19 @@ def smem_layout(program, spec, cfg):
     a_bytes = (cfg.bm if cfg.pingpong else BM) * BK * 2
     b_bytes = cfg.bn * BK * 2
     stage = a_bytes + b_bytes
-    _, red_floats = smem_floats(program, _fmap(cfg, spec.tma_out >= 0))
+    nt = len(tma_outputs(spec))
+    _, red_floats = smem_floats(program, _fmap(cfg, spec))
     off = {"stage": stage, "b": a_bytes, "staging": cfg.stages * stage}
-    off["red"] = off["staging"] + (2 * staging_bytes(cfg) if spec.tma_out >= 0 else 0)
+    off["aux"] = off["staging"] + 2 * staging_bytes(cfg, nt)       # 1024-aligned: all multiples of 8 KB
+    nb, _, _, buf, _ = aux_geometry(spec, cfg)
+    off["aux_buf"] = buf
+    off["red"] = off["aux"] + (nb * buf if spec.aux_tma else 0)
     off["red_floats"] = red_floats
     off["bars"] = off["red"] + 2 * 4 * red_floats
     off["bars"] = (off["bars"] + 7) // 8 * 8
-    off["total"] = off["bars"] + 16 * cfg.stages + 1024    # + slack to align the base to 1024
+    # ring: full[s], empty[s]; aux_tma: aux_full[b], aux_empty[b] after them
+    off["abars"] = off["bars"] + 16 * cfg.stages
+    off["total"] = off["abars"] + (16 * nb if spec.aux_tma else 0) + 1024    # + slack to align the base to 1024
     return off
 
 
@@ -97,16 +128,89 @@ def _tma_load(which, batched, dst, x, y, bar):
     return f"evt_tma_load_2d({dst}, &{which}, {x}, {y}, {bar});"
 
 
+def _map_params(spec):
+    """Kernel parameters after tmA, tmB, tmD: the further TMA-stored outputs' maps (tmD1, ...)
+    and the aux_tma inputs' maps (tmX0, ...), in that order (runtime/launcher.py passes them)."""
+    nt = len(tma_outputs(spec))
+    return ("".join(f", const __grid_constant__ TmaDesc tmD{o}" for o in range(1, nt))
+            + "".join(f", const __grid_constant__ TmaDesc tmX{x}" for x in range(len(spec.aux_tma))))
+
+
+def _store(program, spec, o, x, y, src):
+    """TMA store of staged output slot o's 64 x 64 panel at column x, row y."""
+    k = tma_outputs(spec)[o]
+    tm = "tmD" if o == 0 else f"tmD{o}"
+    if program.batched and "L" in program.outputs[k].dims:
+        return f"evt_tma_store_3d(&{tm}, {x}, {y}, l, {src});"
+    return f"evt_tma_store_2d(&{tm}, {x}, {y}, {src});"
+
+
+def _aux_init(spec, cfg):
+    if not spec.aux_tma:
+        return ""
+    nb = aux_geometry(spec, cfg)[0]
+    readers = 128 if cfg.pingpong else 256
+    return (f"\n    for (int b = 0; b < {nb}; ++b) {{ evt_mbar_init(abars + 8 * b, 1); "
+            f"evt_mbar_init(abars + 8 * ({nb} + b), {readers}); }}   // aux_tma: full[b], empty[b]")
+
+
+def _aux_producer(program, spec, cfg, off):
+    """aux_tma, producer thread, inside the k-block loop: once the tile's first min(KB, S) k-blocks
+    are queued (the mainloop is about to start, so the previous tile of this buffer is being or has
+    been consumed), wait until the consumers released the buffer and TMA-load the tile's M x N
+    inputs as 64 x 64 128B-swizzled panels: input x, m-half h, panel c at ((x*MH + h)*P + c)*8 KB."""
+    if not spec.aux_tma:
+        return ""
+    nb, mh, panels, buf, per = aux_geometry(spec, cfg)
+    ab = "(u32)(it & 1)" if cfg.pingpong else "0u"
+    aph = "(u32)((it >> 1) & 1)" if cfg.pingpong else "(u32)(it & 1)"
+    loads = []
+    for x, k in enumerate(spec.aux_tma):
+        batched = program.batched and "L" in program.inputs[k].dims
+        ld = _tma_load(f"tmX{x}", batched, f"xb + {x * per} + (h * {panels} + c) * 8192", "n0 + 64 * c",
+                       "m0 + 64 * h", "afb")
+        loads.append(f"            for (int h = 0; h < {mh}; ++h) for (int c = 0; c < {panels}; ++c) {ld}")
+    loads = "\n".join(loads)
+    return f"""
+          if (kb == auxkb) {{      // aux_tma: this tile's M x N inputs
+            const u32 ab = {ab}, aph = {aph};
+            evt_mbar_wait(abars + 8 * ({nb} + ab), aph ^ 1);    // the consumers are done with buffer ab
+            const u32 afb = abars + 8 * ab;
+            evt_mbar_expect_tx(afb, {buf});                    // full boxes, zero-filled past the edges
+            const u32 xb = sbase + {off['aux']} + ab * {buf};
+{loads}
+          }}"""
+
+
+def _aux_consumer(spec, cfg, off):
+    """aux_tma, consumer side: (wait before the epilogue, release after it)."""
+    if not spec.aux_tma:
+        return "", ""
+    nb, mh, panels, buf, per = aux_geometry(spec, cfg)
+    if cfg.pingpong:
+        ab, aph, base = "(u32)(it & 1)", "(u32)((it >> 1) & 1)", f"sbase + {off['aux']} + ab * {buf}"
+    else:
+        ab, aph, base = "0u", "(u32)(it & 1)", f"sbase + {off['aux']} + wg * {panels * 8192}"
+    wait = (f"      const u32 ab = {ab}, aph = {aph};\n"
+            f"      evt_mbar_wait(abars + 8 * ab, aph);            // aux_tma: this tile's inputs are in shared memory\n"
+            f"      const u32 auxw = {base};                       // shared-space address of buffer ab")
+    release = f"      evt_mbar_arrive(abars + 8 * ({nb} + ab));         // aux_tma: every thread is done reading buffer ab"
+    return wait, release
+
+
 def generate(program, spec, cfg):
     """CUDA C++ source of the sm90a kernel `evt_main` plus evt_init/evt_finish."""
     if cfg.pingpong:
         return generate_pingpong(program, spec, cfg)
     staged = spec.tma_out >= 0
-    fm = _fragment_map(cfg, staged)
+    nt = len(tma_outputs(spec))
+    fm = _fragment_map(cfg, spec)
     red_layout, _ = smem_floats(program, fm)
     off = smem_layout(program, spec, cfg)
     S, BN = cfg.stages, cfg.bn
     nacc = BN // 2
+    stg_bytes = staging_bytes(cfg, nt)
+    aux_wait, aux_release = _aux_consumer(spec, cfg, off)
     if spec.b_kmajor:
         b_loads = _tma_load("tmB", spec.b_batched, "sb", "k0", "n0", "fb")
         b_desc = "evt_wgmma_desc(sb + 32 * k, 16, 1024)"
@@ -115,9 +219,8 @@ def generate(program, spec, cfg):
                    + _tma_load("tmB", spec.b_batched, "sb + p * 8192", "n0 + 64 * p", "k0", "fb"))
         b_desc = "evt_wgmma_desc(sb + 2048 * k, 8192, 1024)"
     a_load = _tma_load("tmA", spec.a_batched, "sa", "k0", "m0", "fb")
-    batched_out = program.batched and spec.tma_out >= 0 and "L" in program.outputs[spec.tma_out].dims
-    store_fn = (f"evt_tma_store_3d(&tmD, n0 + 128 * hh + 64 * p, m0 + 64 * wg, l, stg_s + p * 8192);" if batched_out
-                else f"evt_tma_store_2d(&tmD, n0 + 128 * hh + 64 * p, m0 + 64 * wg, stg_s + p * 8192);")
+    store_fn = " ".join(_store(program, spec, o, "n0 + 128 * hh + 64 * p", "m0 + 64 * wg",
+                               f"stg_s + {o * STAGING_BYTES} + p * 8192") for o in range(nt))
     body = column_group_body(program, fm, red_layout)
     if staged:
         epi_loop = f"""  #pragma unroll
@@ -133,7 +236,7 @@ def generate(program, spec, cfg):
     evt_fence_async_smem();                   // st.shared -> visible to the TMA (async proxy)
     evt_named_bar(1 + wg, 128);
     if (tid == 0) {{
-      for (int p = 0; p < 2; ++p) {store_fn}
+      for (int p = 0; p < 2; ++p) {{ {store_fn} }}
       evt_bulk_commit();
     }}
   }}"""
@@ -144,16 +247,18 @@ def generate(program, spec, cfg):
 {body}
   }}"""
     header = (f"// evt sm90a kernel: {spec.dtype}, tile {BM}x{BN}x{BK}, {S} stages, B "
-              f"{'K-major' if spec.b_kmajor else 'N-major'}, TMA-stored output {spec.tma_out}\n")
+              f"{'K-major' if spec.b_kmajor else 'N-major'}, TMA-stored outputs {tma_outputs(spec)}, "
+              f"TMA-loaded inputs {spec.aux_tma}, fast_math {spec.fast_math}\n")
     kernel = f"""{_wgmma(spec, cfg)}
 extern "C" __global__ void __launch_bounds__(384, 1) evt_main(const __grid_constant__ EpiArgs a,
-    const __grid_constant__ TmaDesc tmA, const __grid_constant__ TmaDesc tmB, const __grid_constant__ TmaDesc tmD) {{
+    const __grid_constant__ TmaDesc tmA, const __grid_constant__ TmaDesc tmB, const __grid_constant__ TmaDesc tmD{_map_params(spec)}) {{
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = (unsigned char*)(((u64)smem_raw + 1023) & ~1023ull);   // swizzle atoms need 1024-B bases
   const u32 sbase = evt_smem_addr(smem);
   const u32 bars = sbase + {off['bars']};        // full[s] at bars + 8s, empty[s] at bars + 8(S + s)
+  const u32 abars = sbase + {off['abars']};      // aux_tma: aux_full[b] at abars + 8b, aux_empty[b] after them
   if (threadIdx.x == 0) {{
-    for (int s = 0; s < {S}; ++s) {{ evt_mbar_init(bars + 8 * s, 1); evt_mbar_init(bars + 8 * ({S} + s), 2); }}
+    for (int s = 0; s < {S}; ++s) {{ evt_mbar_init(bars + 8 * s, 1); evt_mbar_init(bars + 8 * ({S} + s), 2); }}{_aux_init(spec, cfg)}
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     evt_fence_async_smem();
   }}
@@ -164,18 +269,20 @@ extern "C" __global__ void __launch_bounds__(384, 1) evt_main(const __grid_const
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
     if (tid == 0) {{
       int s = 0; u32 ph = 0;
-      for (int t = blockIdx.x; t < a.tiles; t += gridDim.x) {{
+      const int auxkb = min((a.K + {BK - 1}) / {BK}, {S}) - 1;
+      int it = 0;                                        // index of the tile among this CTA's tiles
+      for (int t = blockIdx.x; t < a.tiles; t += gridDim.x, ++it) {{
         int l, mt, nt;
         evt_tile_coords(a, t, {cfg.group_m}, l, mt, nt);
         const int m0 = mt * {BM}, n0 = nt * {BN};
-        for (int k0 = 0; k0 < a.K; k0 += {BK}) {{
+        for (int k0 = 0, kb = 0; k0 < a.K; k0 += {BK}, ++kb) {{
           evt_mbar_wait(bars + 8 * ({S} + s), ph ^ 1);     // the consumers released slot s
           const u32 fb = bars + 8 * s;
           evt_mbar_expect_tx(fb, {off['stage']});          // full boxes, zero-filled past the edges
           const u32 sa = sbase + s * {off['stage']}, sb = sa + {off['b']};
           {a_load}
           {b_loads}
-          if (++s == {S}) {{ s = 0; ph ^= 1; }}
+          if (++s == {S}) {{ s = 0; ph ^= 1; }}{_aux_producer(program, spec, cfg, off)}
         }}
       }}
     }}
@@ -183,11 +290,12 @@ extern "C" __global__ void __launch_bounds__(384, 1) evt_main(const __grid_const
     // ---- consumer warpgroups: wgmma over the ring, then the fused epilogue ----
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
     const int wg = wgid - 1, w = tid >> 5, lane = tid & 31, gq = lane >> 2, q = lane & 3;
-    unsigned char* stg = smem + {off['staging']} + wg * {STAGING_BYTES};
-    const u32 stg_s = sbase + {off['staging']} + wg * {STAGING_BYTES};
+    unsigned char* stg = smem + {off['staging']} + wg * {stg_bytes};
+    const u32 stg_s = sbase + {off['staging']} + wg * {stg_bytes};
     float* red_smem = (float*)(smem + {off['red']}) + wg * {off['red_floats']};
     int s = 0; u32 ph = 0;
-    for (int t = blockIdx.x; t < a.tiles; t += gridDim.x) {{
+    int it = 0;                                          // index of the tile among this CTA's tiles
+    for (int t = blockIdx.x; t < a.tiles; t += gridDim.x, ++it) {{
       int l, mt, nt;
       evt_tile_coords(a, t, {cfg.group_m}, l, mt, nt);
       const int m0 = mt * {BM}, n0 = nt * {BN};
@@ -211,8 +319,10 @@ extern "C" __global__ void __launch_bounds__(384, 1) evt_main(const __grid_const
       #pragma unroll
       for (int i = 0; i < {nacc}; ++i) asm volatile("" : "+f"(d[i]) :: "memory");   // no reads before the wait
       // ---- fused epilogue ----
+{aux_wait}
 {declare_partials(program, fm)}
 {epi_loop}
+{aux_release}
 {combine(program, fm, red_layout)}
     }}
     if (tid == 0) evt_bulk_wait0();
@@ -232,14 +342,16 @@ def generate_pingpong(program, spec, cfg):
     """
     assert cfg.bm in (64, 128) and cfg.bn in (128, 256) and cfg.bm * cfg.bn <= 128 * 256 // 2
     staged = spec.tma_out >= 0
-    fm = _pp_fragment_map(cfg, staged)
+    nt = len(tma_outputs(spec))
+    fm = _pp_fragment_map(cfg, spec)
     red_layout, _ = smem_floats(program, fm)
     off = smem_layout(program, spec, cfg)
+    aux_wait, aux_release = _aux_consumer(spec, cfg, off)
     S, BN, BMp = cfg.stages, cfg.bn, cfg.bm
     MH = BMp // 64                      # m-halves per tile (one m64nBN wgmma each per k16)
     half = BN // 2                      # fp32 accumulators per m-half per thread
     nacc = MH * half
-    stg_bytes = staging_bytes(cfg)
+    stg_bytes = staging_bytes(cfg, nt)
     if spec.b_kmajor:
         b_loads = _tma_load("tmB", spec.b_batched, "sb", "k0", "n0", "fb")
         b_desc = "evt_wgmma_desc(sb + 32 * k, 16, 1024)"
@@ -248,9 +360,8 @@ def generate_pingpong(program, spec, cfg):
                    + _tma_load("tmB", spec.b_batched, "sb + p * 8192", "n0 + 64 * p", "k0", "fb"))
         b_desc = "evt_wgmma_desc(sb + 2048 * k, 8192, 1024)"
     a_load = _tma_load("tmA", spec.a_batched, "sa", "k0", "m0", "fb")
-    batched_out = program.batched and staged and "L" in program.outputs[spec.tma_out].dims
-    store_fn = (f"evt_tma_store_3d(&tmD, n0 + 64 * c, m0 + 64 * h, l, stg_s + (g & 1) * 8192);" if batched_out
-                else f"evt_tma_store_2d(&tmD, n0 + 64 * c, m0 + 64 * h, stg_s + (g & 1) * 8192);")
+    store_fn = "\n      ".join(_store(program, spec, o, "n0 + 64 * c", "m0 + 64 * h",
+                                     f"stg_s + ((g & 1) * {nt} + {o}) * 8192") for o in range(nt))
     body = column_group_body(program, fm, red_layout)
     if staged:
         cols = f"""  #pragma unroll
@@ -258,7 +369,7 @@ def generate_pingpong(program, spec, cfg):
     const int g = h * {BN // 64} + c;
     if (tid == 0) evt_bulk_wait_read1();     // the store that last read this buffer is done
     evt_named_bar(1 + wg, 128);
-    unsigned char* stgb = stg + (g & 1) * 8192;
+    unsigned char* stgb = stg + (g & 1) * {nt * 8192};
     #pragma unroll
     for (int jj = 0; jj < 8; ++jj) {{
       const int j = c * 8 + jj;
@@ -288,16 +399,18 @@ def generate_pingpong(program, spec, cfg):
         f"          evt_wgmma(d + {h * half}, evt_wgmma_desc(sa + {h * 8192} + 32 * k, 16, 1024), {b_desc}, "
         f"(kb > 0 || k > 0) ? 1 : 0);" for h in range(MH))
     header = (f"// evt sm90a kernel (ping-pong): {spec.dtype}, tile {BMp}x{BN}x{BK} per consumer warpgroup, {S} "
-              f"stages, B {'K-major' if spec.b_kmajor else 'N-major'}, TMA-stored output {spec.tma_out}\n")
+              f"stages, B {'K-major' if spec.b_kmajor else 'N-major'}, TMA-stored outputs {tma_outputs(spec)}, "
+              f"TMA-loaded inputs {spec.aux_tma}, fast_math {spec.fast_math}\n")
     kernel = f"""{_wgmma(spec, cfg)}
 extern "C" __global__ void __launch_bounds__(384, 1) evt_main(const __grid_constant__ EpiArgs a,
-    const __grid_constant__ TmaDesc tmA, const __grid_constant__ TmaDesc tmB, const __grid_constant__ TmaDesc tmD) {{
+    const __grid_constant__ TmaDesc tmA, const __grid_constant__ TmaDesc tmB, const __grid_constant__ TmaDesc tmD{_map_params(spec)}) {{
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = (unsigned char*)(((u64)smem_raw + 1023) & ~1023ull);   // swizzle atoms need 1024-B bases
   const u32 sbase = evt_smem_addr(smem);
   const u32 bars = sbase + {off['bars']};        // full[s] at bars + 8s, empty[s] at bars + 8(S + s)
+  const u32 abars = sbase + {off['abars']};      // aux_tma: aux_full[b] at abars + 8b, aux_empty[b] after them
   if (threadIdx.x == 0) {{
-    for (int s = 0; s < {S}; ++s) {{ evt_mbar_init(bars + 8 * s, 1); evt_mbar_init(bars + 8 * ({S} + s), 1); }}
+    for (int s = 0; s < {S}; ++s) {{ evt_mbar_init(bars + 8 * s, 1); evt_mbar_init(bars + 8 * ({S} + s), 1); }}{_aux_init(spec, cfg)}
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     evt_fence_async_smem();
   }}
@@ -309,18 +422,20 @@ extern "C" __global__ void __launch_bounds__(384, 1) evt_main(const __grid_const
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
     if (tid == 0) {{
       int s = 0; u32 ph = 0;
-      for (int t = blockIdx.x; t < a.tiles; t += gridDim.x) {{
+      const int auxkb = min(KB, {S}) - 1;
+      int it = 0;                                        // index of the tile among this CTA's tiles
+      for (int t = blockIdx.x; t < a.tiles; t += gridDim.x, ++it) {{
         int l, mt, nt;
         evt_tile_coords(a, t, {cfg.group_m}, l, mt, nt);
         const int m0 = mt * {BMp}, n0 = nt * {BN};
-        for (int k0 = 0; k0 < a.K; k0 += {BK}) {{
+        for (int k0 = 0, kb = 0; k0 < a.K; k0 += {BK}, ++kb) {{
           evt_mbar_wait(bars + 8 * ({S} + s), ph ^ 1);     // the consumer released slot s
           const u32 fb = bars + 8 * s;
           evt_mbar_expect_tx(fb, {off['stage']});          // full boxes, zero-filled past the edges
           const u32 sa = sbase + s * {off['stage']}, sb = sa + {off['b']};
           {a_load}
           {b_loads}
-          if (++s == {S}) {{ s = 0; ph ^= 1; }}
+          if (++s == {S}) {{ s = 0; ph ^= 1; }}{_aux_producer(program, spec, cfg, off)}
         }}
       }}
     }}
@@ -362,7 +477,9 @@ extern "C" __global__ void __launch_bounds__(384, 1) evt_main(const __grid_const
       #pragma unroll
       for (int i = 0; i < {nacc}; ++i) asm volatile("" : "+f"(d[i]) :: "memory");   // no reads before the wait
       // ---- fused epilogue (overlaps the other WG's mainloop) ----
+{aux_wait}
 {epi_loop}
+{aux_release}
     }}
     if (tid == 0) evt_bulk_wait0();
   }}

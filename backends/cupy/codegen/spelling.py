@@ -2,7 +2,8 @@
 
 Semantics live in `ELEMENTWISE[op].fn` (NumPy float32); each entry here must compute the same
 thing in fp32 on the device. Accurate libm calls (tanhf, erff, expf) are used rather than the
-`.approx` PTX forms so fp32 outputs stay within fp32 tolerance. max/min go through the
+`.approx` PTX forms so fp32 outputs stay within fp32 tolerance; the backend option
+fast_math=True swaps in FAST_SPELLING (tanh.approx / ex2.approx / rcp.approx) instead. max/min go through the
 NaN-propagating helpers of the prelude, because CUDA's fmaxf drops NaN while np.maximum keeps it.
 """
 import math
@@ -43,6 +44,19 @@ CUDA_SPELLING = {
     Op.WHERE: "({a} != 0.0f ? {b} : {c})",
 }
 
+# fast_math=True: these entries replace CUDA_SPELLING's. tanh.approx.f32 (max relative error
+# about 2^-10.99, i.e. ~5e-4: fp16's own rounding step), ex2.approx.ftz.f32 on x*log2(e)
+# (relative error ~2^-22 plus the rounding of the product: ~|x| * 2^-24 relative), and
+# rcp.approx.ftz.f32 for sigmoid's division (~1 ulp). Subnormal results flush to zero.
+FAST_SPELLING = {
+    Op.TANH: "evt_tanh_fast({a})",
+    Op.EXP: "evt_exp_fast({a})",
+    Op.SIGMOID: "evt_sigmoid_fast({a})",
+    Op.SILU: "{a} * evt_sigmoid_fast({a})",
+    Op.GELU_TANH: "evt_gelu_tanh_fast({a})",
+    Op.GELU_TANH_GRAD: "evt_gelu_tanh_grad_fast({a})",
+}
+
 # reduction op -> (combine expression over x, y; identity literal)
 REDUCE_SPELLING = {
     Op.SUM: ("{x} + {y}", "0.0f"),
@@ -65,13 +79,29 @@ __device__ __forceinline__ float evt_gelu_tanh_grad(float x) {{
   float t = tanhf({_GELU_K} * (x + {_GELU_A} * x * x * x));
   return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * {_GELU_K} * (1.0f + 3.0f * {_GELU_A} * x * x);
 }}
+// ---- fast_math=True spellings (FAST_SPELLING): MUFU approximations ----
+__device__ __forceinline__ float evt_tanh_fast(float x) {{ float y; asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }}
+__device__ __forceinline__ float evt_exp_fast(float x) {{
+  float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.4426950408889634f)); return y;
+}}
+__device__ __forceinline__ float evt_rcp_fast(float x) {{ float y; asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }}
+__device__ __forceinline__ float evt_sigmoid_fast(float x) {{ return evt_rcp_fast(1.0f + evt_exp_fast(-x)); }}
+__device__ __forceinline__ float evt_gelu_tanh_fast(float x) {{
+  return 0.5f * x * (1.0f + evt_tanh_fast({_GELU_K} * (x + {_GELU_A} * x * x * x)));
+}}
+__device__ __forceinline__ float evt_gelu_tanh_grad_fast(float x) {{
+  float t = evt_tanh_fast({_GELU_K} * (x + {_GELU_A} * x * x * x));
+  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * {_GELU_K} * (1.0f + 3.0f * {_GELU_A} * x * x);
+}}
 """
 
 
-def spell(op, args):
-    """The C expression of `op` applied to the operand expressions `args`."""
+def spell(op, args, fast=False):
+    """The C expression of `op` applied to the operand expressions `args` (`fast`: the
+    fast_math=True table where it has an entry)."""
     names = dict(zip("abc", args))
-    return CUDA_SPELLING[op].format(**names)
+    table = FAST_SPELLING if fast and op in FAST_SPELLING else CUDA_SPELLING
+    return table[op].format(**names)
 
 
 def float_literal(value):

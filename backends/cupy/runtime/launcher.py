@@ -11,7 +11,7 @@ import numpy as np
 from evt_core.errors import KernelCompileError
 
 from ..codegen.epilogue import arg_layout
-from ..codegen.plan import ALL, COL, ELEM, ROW, reduction_kind, row_block
+from ..codegen.plan import ALL, COL, ELEM, ROW, reduction_kind, row_block, tma_outputs
 from . import fast_launch
 from .tensormap import dummy_map, tensor_map
 
@@ -117,13 +117,21 @@ class CompiledKernel:
             tb = mk(b.B.ptr, b.K, b.N, bN, bL, (64, cfg.bn), spec.b_batched)
         else:
             tb = mk(b.B.ptr, b.N, b.K, bK, bL, (64, 64), spec.b_batched)
-        td = None
-        if spec.tma_out >= 0:    # (dtype, dims, strides, box) of the output map; its pointer comes per call
-            sL, sM, _ = b.outputs[spec.tma_out].strides
-            op = self.program.outputs[spec.tma_out]
-            td = ((op.dtype, (b.N, b.M, b.L), (sM * 2, sL * 2), (64, 64, 1))
-                  if self.program.batched and "L" in op.dims else (op.dtype, (b.N, b.M), (sM * 2,), (64, 64)))
-        return ta, tb, td
+        tds = []                 # (output index, dtype, dims, strides, box) per TMA-stored output; pointers per call
+        for k in tma_outputs(spec):
+            sL, sM, _ = b.outputs[k].strides
+            op = self.program.outputs[k]
+            tds.append((k, op.dtype, (b.N, b.M, b.L), (sM * 2, sL * 2), (64, 64, 1))
+                       if self.program.batched and "L" in op.dims else (k, op.dtype, (b.N, b.M), (sM * 2,), (64, 64)))
+        txs = []                 # aux_tma: the inputs' maps, 64 x 64 boxes, 128B swizzle
+        for k in spec.aux_tma:
+            t, op = b.inputs[k], self.program.inputs[k]
+            sL, sM, _ = t.strides
+            if self.program.batched and "L" in op.dims:
+                txs.append(tensor_map(t.array.ptr, op.dtype, (b.N, b.M, b.L), (sM * 2, sL * 2), (64, 64, 1)))
+            else:
+                txs.append(tensor_map(t.array.ptr, op.dtype, (b.N, b.M), (sM * 2,), (64, 64)))
+        return ta, tb, tds, txs
 
     def watchdog_fired(self):
         import cupy as cp
@@ -163,13 +171,10 @@ class Prepared:
         if has_reds and not k.spec.deterministic:
             plan.append((k.init, k._small_grid(self.max_elems), 256, 0, (args,)))
         if self.maps is not None:
-            ta, tb, td = self.maps
-            if td is None:
-                dmap = dummy_map()
-            else:
-                dt, dims, strides, box = td
-                dmap = tensor_map(out_ptrs[k.spec.tma_out], dt, dims, strides, box)
-            plan.append((k.main, min(self.tiles, k.num_sms), k.threads, k.smem, (args, ta, tb, dmap)))
+            ta, tb, tds, txs = self.maps
+            dmaps = [tensor_map(out_ptrs[o], dt, dims, strides, box) for o, dt, dims, strides, box in tds]
+            plan.append((k.main, min(self.tiles, k.num_sms), k.threads, k.smem,
+                         (args, ta, tb, *(dmaps or [dummy_map()]), *txs)))
         else:
             plan.append((k.main, self.tiles, k.threads, k.smem, (args,)))
         if has_reds:
