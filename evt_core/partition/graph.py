@@ -171,6 +171,8 @@ class Graph:
             check(0 <= i < len(types), "getitem", f"index {i} of a {len(types)}-output op", (node.name,))
             return (types[i],)
         info = OPS.get(node.op)
+        if info is None and shape is None and node.types:
+            return node.types   # an opaque node declared with all its output types (fx import)
         if info is None:
             check(shape is not None and dtype is not None, "unknown-op",
                   f"op {node.op!r} is not in the op table; pass shape= and dtype= to add it as an opaque node",
@@ -207,7 +209,7 @@ class Graph:
             types = tuple(make_type(s, t, d["name"]) for s, t in d.get("types", ()))
             node = Node(d["name"], d["op"], tuple(d.get("inputs", ())), tuple(d.get("params", ())),
                         tuple(sorted((k, freeze(v)) for k, v in d.get("attrs", {}).items())), types)
-            if node.op == "input":
+            if node.op == "input" or (node.op not in OPS and len(types) > 1):
                 g._insert(node)
             else:
                 g._insert(node, shape=types[0].shape if types else None,

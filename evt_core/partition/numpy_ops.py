@@ -142,6 +142,30 @@ def native_batch_norm(input, weight, bias, running_mean, running_var, training, 
     return (y + bias.reshape(bshape) if bias is not None else y), mean, invstd
 
 
+def native_batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean,
+                               save_invstd, train, eps, output_mask=(True,) * 3):
+    axes = (0,) + tuple(range(2, input.ndim))
+    bshape = (1, -1) + (1,) * (input.ndim - 2)
+    mean, invstd = (save_mean, save_invstd) if train else (running_mean, 1 / np.sqrt(running_var + eps))
+    xhat = (input - mean.reshape(bshape)) * invstd.reshape(bshape)
+    dbeta, dgamma = grad_out.sum(axis=axes), (grad_out * xhat).sum(axis=axes)
+    w = weight.reshape(bshape) if weight is not None else 1
+    if not train:
+        return grad_out * invstd.reshape(bshape) * w, dgamma, dbeta
+    n = input.size // input.shape[1]
+    dx = (w * invstd.reshape(bshape) / n) * (n * grad_out - dbeta.reshape(bshape)
+                                             - xhat * dgamma.reshape(bshape))
+    return dx, dgamma, dbeta
+
+
+def _select_backward(grad_output, input_sizes, dim, index):
+    out = np.zeros(tuple(input_sizes), grad_output.dtype)
+    idx = [slice(None)] * len(input_sizes)
+    idx[dim % len(input_sizes)] = index
+    out[tuple(idx)] = grad_output
+    return out
+
+
 def _expand(self, size):
     lead = len(size) - self.ndim
     return np.broadcast_to(self, [self.shape[i - lead] if (n == -1 and i >= lead) else n
@@ -189,6 +213,8 @@ IMPL = {
     "unsqueeze": lambda self, dim: np.expand_dims(self, dim % (self.ndim + 1)),
     "squeeze": _squeeze,
     "getitem": lambda self, index: self[index],
+    "select": lambda self, dim, index: np.take(self, index, axis=dim),
+    "select_backward": _select_backward,
     "sum": _reduce(np.sum), "amax": _reduce(np.max), "amin": _reduce(np.min), "mean": _reduce(np.mean),
     "mm": lambda self, mat2: self @ mat2, "bmm": lambda self, mat2: self @ mat2,
     "addmm": lambda self, mat1, mat2, beta=1, alpha=1: beta * self + alpha * (mat1 @ mat2),
@@ -199,7 +225,7 @@ IMPL = {
         grad_output - np.exp(output) * grad_output.sum(axis=dim, keepdims=True),
     "native_layer_norm": native_layer_norm, "native_layer_norm_backward": native_layer_norm_backward,
     "convolution": convolution, "convolution_backward": convolution_backward,
-    "native_batch_norm": native_batch_norm,
+    "native_batch_norm": native_batch_norm, "native_batch_norm_backward": native_batch_norm_backward,
     "embedding": lambda weight, indices: weight[indices],
     "full": lambda size, fill_value, dtype: np.full(size, fill_value),
 }

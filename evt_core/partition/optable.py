@@ -69,6 +69,8 @@ OPS: dict[str, OpInfo] = {
     "expand": _op(_E, "self size:", S.expand),
     "unsqueeze": _op(_E, "self dim:", S.unsqueeze),
     "squeeze": _op(_E, "self dim:", S.squeeze),
+    "select": _op(_E, "self dim: index:", S.select),
+    "select_backward": _op(_E, "grad_output input_sizes: dim: index:", S.select_backward),
     "getitem": _op(_E, "self index:", S.getitem),
     **{op: _op(_R, "self dim: keepdim:", S.reduce) for op in REDUCE},
     "nll_loss_forward": _op(_R, "self target weight: reduction: ignore_index:", S.nll_forward),
@@ -89,6 +91,8 @@ OPS: dict[str, OpInfo] = {
                                 S.convolution_backward),
     "native_batch_norm": _op(_O, "input weight bias running_mean running_var training: "
                                  "momentum: eps:", S.batch_norm),
+    "native_batch_norm_backward": _op(_O, "grad_out input weight running_mean running_var save_mean "
+                                          "save_invstd train: eps: output_mask:", S.batch_norm_backward),
     "embedding": _op(_O, "weight indices", S.embedding),
     "full": _op(Kind.CONST, "size: fill_value: dtype:", S.full),
 }
@@ -96,7 +100,8 @@ OPS: dict[str, OpInfo] = {
 ALIASES = {"softmax": "_softmax", "log_softmax": "_log_softmax", "reshape": "view",
            "_unsafe_view": "view", "softmax_backward": "_softmax_backward_data",
            "log_softmax_backward": "_log_softmax_backward_data", "to": "_to_copy",
-           "layer_norm": "native_layer_norm", "convolution_backward": "convolution_backward"}
+           "layer_norm": "native_layer_norm", "convolution_backward": "convolution_backward",
+           "_safe_softmax": "_softmax"}   # softmax that maps all -inf rows to 0, not -nan
 # Defaults filled in when the caller leaves an attribute out.
 DEFAULTS = {"_softmax": {"half_to_float": False}, "_log_softmax": {"half_to_float": False},
             "addmm": {"beta": 1, "alpha": 1}, "gelu": {"approximate": "none"},

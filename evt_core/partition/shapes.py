@@ -113,6 +113,17 @@ def squeeze(t, a):
     return (TensorType(tuple(n for i, n in enumerate(s) if not (i in dims and n == 1)), t["self"].dtype),)
 
 
+def select(t, a):
+    s = t["self"].shape
+    d = _norm_dim(a["dim"], len(s))
+    check(-s[d] <= a["index"] < s[d], "shape", f"select index {a['index']} of extent {s[d]}")
+    return (TensorType(s[:d] + s[d + 1:], t["self"].dtype),)
+
+
+def select_backward(t, a):
+    return (TensorType(tuple(a["input_sizes"]), t["grad_output"].dtype),)
+
+
 def getitem(t, a):
     check(False, "getitem", "getitem types come from the producer's outputs")
 
@@ -184,6 +195,12 @@ def batch_norm(t, a):
     x = t["input"]
     stat = TensorType((x.shape[1],), "float32")
     return (x, stat, stat)
+
+
+def batch_norm_backward(t, a):
+    x = t["input"]
+    w = t.get("weight", TensorType((x.shape[1],), x.dtype))
+    return (x, w, w)
 
 
 def embedding(t, a):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from ..graph import Graph, Node
-from ..optable import Kind
+from ..optable import OPS, Kind
 
 # rule(node, new_graph, old_to_new) -> name of the value replacing `node`, or None to copy it.
 Rule = Callable[[Node, Graph, dict], Optional[str]]
@@ -26,8 +26,8 @@ def copy(out: Graph, node: Node, inputs, name: str | None = None, **attrs) -> No
         return out._insert(node)
     merged = tuple(sorted({**dict(node.attrs), **attrs}.items()))
     fresh = Node(name or _free(out, node.name), node.op, tuple(inputs), node.params, merged)
-    if node.kind is Kind.OPAQUE:
-        return out._insert(fresh, shape=node.shape, dtype=node.dtype)
+    if node.op not in OPS:   # unknown op: its declared types (every output) travel with it
+        return out._insert(Node(fresh.name, fresh.op, fresh.inputs, fresh.params, fresh.attrs, node.types))
     return out.insert(fresh)
 
 
