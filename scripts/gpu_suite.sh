@@ -58,30 +58,57 @@ cat "$OUTDIR/env.txt" >&2
 
 test_paths=""
 for p in tests/gpu properties; do [ -e "$p" ] && test_paths="$test_paths $p"; done
-stage "GPU tests in${test_paths:- (none found)} (limit ${TEST_SECONDS} s)"
 set -o pipefail
-if [ -n "$test_paths" ]; then
+
+run_tests() {   # $1: where the pytest output goes besides the log ("tee" or "quiet")
+  stage "GPU tests in${test_paths:- (none found)} (limit ${TEST_SECONDS} s)"
+  if [ -z "$test_paths" ]; then
+    echo "no tests/gpu or properties folder" > "$OUTDIR/gpu-tests.log"; return 5
+  fi
   # -v: one line per test as it finishes, so a run cut at the limit still shows where it was
   # shellcheck disable=SC2086 # word splitting of the path list is intended
   EVT_POISON=1 HYPOTHESIS_PROFILE=gpu timeout -s INT -k 15 "$TEST_SECONDS" \
     python3 -m pytest -m gpu $XDIST $test_paths -v -rs --durations=15 --hypothesis-show-statistics \
-    -p no:cacheprovider 2>&1 | tee "$OUTDIR/gpu-tests.log"
-  rc=$?
-else
-  echo "no tests/gpu or properties folder" | tee "$OUTDIR/gpu-tests.log"; rc=5
-fi
-case $rc in
-  0) stage "GPU tests passed" ;;
-  5) stage "GPU tests: none collected (exit 5)" ;;
-  2|124|130|137) stage "GPU tests stopped: ${TEST_SECONDS} s limit reached or interrupted (exit $rc)"; status=1 ;;
-  *) stage "GPU tests FAILED (exit $rc)"; status=1 ;;
-esac
+    -p no:cacheprovider > "$OUTDIR/gpu-tests.log" 2>&1
+  local rc=$?
+  [ "$1" = tee ] && tail -n 60 "$OUTDIR/gpu-tests.log"
+  return $rc
+}
 
-stage "benchmark (budget ${BENCH_SECONDS} s)"
-timeout -k 10 "$((BENCH_SECONDS + 45))" \
-  python3 -m bench.run --out "$OUTDIR" --budget "$BENCH_SECONDS" "$@" 2>&1 | tee "$OUTDIR/bench.log"
-rc=$?
-if [ $rc -ne 0 ]; then stage "benchmark FAILED or stopped (exit $rc); partial results are kept"; status=1; fi
+report_tests() {
+  case $1 in
+    0) stage "GPU tests passed" ;;
+    5) stage "GPU tests: none collected (exit 5)" ;;
+    2|124|130|137) stage "GPU tests stopped: ${TEST_SECONDS} s limit reached or interrupted (exit $1)"; status=1 ;;
+    *) stage "GPU tests FAILED (exit $1)"; status=1 ;;
+  esac
+}
+
+run_bench() {
+  stage "benchmark (budget ${BENCH_SECONDS} s)"
+  timeout -k 10 "$((BENCH_SECONDS + 45))" \
+    python3 -m bench.run --out "$OUTDIR" --budget "$BENCH_SECONDS" "$@" 2>&1 | tee "$OUTDIR/bench.log"
+  local rc=$?
+  if [ $rc -ne 0 ]; then stage "benchmark FAILED or stopped (exit $rc); partial results are kept"; status=1; fi
+}
+
+# With two or more GPUs (and EVT_SPLIT_GPUS not 0) the tests run on GPU 1 while the benchmark
+# has GPU 0 to itself; otherwise one after the other.
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU" || true)
+if [ "${EVT_SPLIT_GPUS:-1}" != "0" ] && [ "${ngpu:-0}" -ge 2 ]; then
+  stage "split mode: tests on GPU 1, benchmark on GPU 0"
+  (export CUDA_VISIBLE_DEVICES=1; run_tests quiet; echo $? > "$OUTDIR/.tests_rc") &
+  tests_pid=$!
+  CUDA_VISIBLE_DEVICES=0 run_bench "$@"
+  wait "$tests_pid"
+  tail -n 60 "$OUTDIR/gpu-tests.log"
+  report_tests "$(cat "$OUTDIR/.tests_rc")"
+  rm -f "$OUTDIR/.tests_rc"
+else
+  run_tests tee
+  report_tests $?
+  run_bench "$@"
+fi
 
 if [ -z "${OUT:-}" ]; then
   for f in RESULTS.md results.json plot.png; do
