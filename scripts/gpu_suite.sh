@@ -5,6 +5,8 @@
 #      with EVT_POISON=1 and HYPOTHESIS_PROFILE=gpu             -> $OUTDIR/gpu-tests.log
 #   3. benchmark: python3 -m bench.run                        -> $OUTDIR/{RESULTS.md,results.json,plot.png,bench.log}
 #
+# With two or more GPUs the tests run on GPU 1 while the benchmark has GPU 0 (EVT_SPLIT_GPUS=0
+# turns that off), so each stage gets the whole time budget.
 # Usage, from the repository root:
 #   scripts/gpu_suite.sh                  # full: tests, then the benchmark (all shapes, 5 rounds)
 #   scripts/gpu_suite.sh --quick          # benchmark in quick mode (3 rounds, torch.compile on one shape)

@@ -22,6 +22,12 @@ def nan_min(a, b):
 
 
 @cuda.jit(device=True, inline=True)
+def shfl_xor(v, lanes):
+    """v of the lane `lanes` away by xor (all 32 lanes take part: call sites are warp-uniform)."""
+    return cuda.shfl_xor_sync(0xFFFFFFFF, v, lanes)
+
+
+@cuda.jit(device=True, inline=True)
 def f_div(a, b):
     return a / b
 

@@ -11,7 +11,7 @@ kernel already holds it in registers.
 Reductions are classified by which tile axes they remove (`kind`):
   all  - over M and N: one partial per thread, combined across the CTA;
   col  - over M only:  one partial per owned column, combined across ty;
-  row  - over N only:  one partial per owned row, combined across tx (per chunk);
+  row  - over N only:  one partial per owned row, combined across tx by warp shuffles;
   elem - over L only:  every element is its own output, combined straight into global memory.
 AMIN is carried as AMAX of the negated value everywhere (workspace included) so only two combine
 operators exist; the finishing kernel negates back. Every CTA-level combine runs in a fixed
@@ -26,6 +26,7 @@ from .spelling import spell
 
 _LOADERS = {"float32": "ld_f32", "float16": "ld_f16", "bfloat16": "ld_bf16"}
 _STORERS = {"float32": "st_f32", "float16": "st_f16", "bfloat16": "st_bf16"}
+ROW_GROUP = 2     # rows per trip of a run-time row loop (their aux loads are issued together)
 
 
 def reduction_kind(red):
@@ -79,17 +80,13 @@ class EpilogueWriter:
     def __init__(self, program, layout, deterministic):
         self.p, self.lay, self.det = program, layout, deterministic
         self.kinds = [reduction_kind(r) for r in program.reductions]
-        # Shared scratch (fp32 elements): one region per row reduction (their partials are
-        # parked per chunk), then one region reused by col/all reductions after the loop.
+        # Shared scratch (fp32 elements), used by col/all reductions after the loop. Row
+        # reductions need none: the TX lanes that own a row are one aligned group of a warp, so
+        # they combine with xor shuffles (a fixed butterfly order: deterministic).
+        assert layout.TX & (layout.TX - 1) == 0 and layout.TX <= 32, layout
         lay = layout
-        self.row_offset = {}
-        off = 0
-        for k, kind in enumerate(self.kinds):
-            if kind == "row":
-                self.row_offset[k] = off
-                off += lay.rows * lay.TX
-        self.shared_offset = off
-        self.scratch_size = max(1, off + max(lay.TY * lay.cols, lay.threads + 32))
+        self.shared_offset = 0
+        self.scratch_size = max(1, max(lay.TY * lay.cols, lay.threads + 32))
 
     # ---- per thread, before the element loops ----------------------------------------------
 
@@ -109,34 +106,64 @@ class EpilogueWriter:
     # ---- the element loops of one chunk ----------------------------------------------------
 
     def chunk(self, value, row0="m0"):
-        """Lines evaluating every element of the rows [row0, row0 + layout.rows)."""
+        """Lines evaluating every element of the rows [row0, row0 + layout.rows), a group of rows
+        at a time (all RM rows when unrolled, else ROW_GROUP rows per loop trip). Every aux LOAD
+        of a group is issued before any of its elements' math and stores: the compiler may not
+        move a load above a store through another raw pointer, so loads placed inside each
+        element would each pay a full global-memory latency in turn."""
         lay, out = self.lay, []
         self._chunks = getattr(self, "_chunks", 0) + 1
-        rows = range(lay.RM) if lay.rows_unrolled else [None]
-        for i in rows:
-            ind = ""
-            iv = str(i) if i is not None else "i"
-            if i is None:
-                out.append(f"for i in range({lay.RM}):")
-                ind = "    "
-            # Unique names per element instance: numba's SSA passes are slow on reassignment.
-            c = f"{self._chunks}_{iv}"
+        loads = [(idx, ins) for idx, ins in enumerate(self.p.instrs) if ins.op is Op.LOAD]
+        if lay.rows_unrolled:
+            ind, group = "", [str(i) for i in range(lay.RM)]
+        else:
+            u = ROW_GROUP if lay.RM % ROW_GROUP == 0 else 1
+            out.append(f"for i in range({lay.RM // u}):")
+            ind, group = "    ", ["i" if u == 1 else f"(i * {u} + {r})" for r in range(u)]
+        # Unique names per element instance: numba's SSA passes are slow on reassignment.
+        names = [f"{self._chunks}_{r}" for r in range(len(group))]
+        for iv, c in zip(group, names):
             m = f"m_{c}"
             out.append(f"{ind}{m} = {row0} + ty + {iv} * {lay.TY}")
             for k, kind in enumerate(self.kinds):
                 if kind == "row":
-                    out.append(f"{ind}q{k} = {identity(self.p.reductions[k])}    # row partial of {self.p.reductions[k].name}")
+                    out.append(f"{ind}q{k}_{c} = {identity(self.p.reductions[k])}    # row partial of {self.p.reductions[k].name}")
             for j in range(lay.RN):
-                n = f"n_{c}_{j}"
+                n, sfx = f"n_{c}_{j}", f"_{c}_{j}"
                 out.append(f"{ind}{n} = n0 + tx + {j * lay.TX}")
-                out.append(f"{ind}if ({m} < M) & ({n} < N):")
-                out += [ind + "    " + s for s in self.element(value(iv, j), j, m, n, f"_{c}_{j}")]
+                out.append(f"{ind}ok{sfx} = ({m} < M) & ({n} < N)")
+                for idx, ins in loads:
+                    t = self.p.inputs[ins.arg]
+                    out.append(f"{ind}v{idx}{sfx} = {_LOADERS[t.dtype]}(in{ins.arg}_p, {self.index(f'in{ins.arg}', m, n)}) "
+                               f"if ok{sfx} else ZERO    # %{idx} = load {t.name} (issued early)")
+        for iv, c in zip(group, names):
+            m = f"m_{c}"
+            for j in range(lay.RN):
+                n, sfx = f"n_{c}_{j}", f"_{c}_{j}"
+                out.append(f"{ind}if ok{sfx}:")
+                out += [ind + "    " + s for s in self.element(value(iv, j), j, m, n, sfx, row=f"_{c}")]
             for k, kind in enumerate(self.kinds):
                 if kind == "row":
-                    out.append(f"{ind}sts(scratch, {self.row_offset[k]} + (ty + {iv} * {lay.TY}) * {lay.TX} + tx, q{k})")
-        return out + self._finish_rows(row0)
+                    out += [ind + s for s in self._row_combine(k, f"q{k}_{c}", m)]
+        return out
 
-    def element(self, accum_src, j, m="m", n="n", sfx=""):
+    def index(self, t, m, n):
+        """Element offset of tensor `t` (a kernel-parameter prefix) at (l, m, n)."""
+        return f"{t}_lo + {m} * {t}_sm + {n} * {t}_sn"
+
+    def _row_combine(self, k, q, m):
+        """Combine the row partial `q` across the TX lanes that own the row (xor butterfly), then
+        one global combine per row and CTA."""
+        red, lay, out = self.p.reductions[k], self.lay, []
+        s = lay.TX // 2
+        while s >= 1:
+            out.append(f"{q} = {combine(red, q, f'shfl_xor({q}, {s})')}    # row combine across tx")
+            s //= 2
+        out.append(f"if (tx == 0) & ({m} < M):")
+        out.append(f"    {self.global_combine(k, q, m, None)}    # {red.name}")
+        return out
+
+    def element(self, accum_src, j, m="m", n="n", sfx="", row=""):
         """Straight-line code for one in-bounds element (m, n): one line per IR instruction."""
         p, lines = self.p, []
         for idx, ins in enumerate(p.instrs):
@@ -145,9 +172,7 @@ class EpilogueWriter:
             if ins.op is Op.ACCUM:
                 lines.append(f"{v} = {accum_src}    # %{idx} = accum")
             elif ins.op is Op.LOAD:
-                t = p.inputs[ins.arg]
-                lines.append(f"{v} = {_LOADERS[t.dtype]}(in{ins.arg}_p, in{ins.arg}_lo + {m} * in{ins.arg}_sm + "
-                             f"{n} * in{ins.arg}_sn)    # %{idx} = load {t.name}")
+                pass      # issued for the whole row by chunk(), before any element's stores
             elif ins.op is Op.SCALAR:
                 lines.append(f"{v} = sc{ins.arg}    # %{idx} = scalar {p.scalars[ins.arg]}")
             elif ins.op is Op.CONST:
@@ -155,7 +180,7 @@ class EpilogueWriter:
             elif ins.op is Op.STORE:
                 lines += self._store(idx, ins, a[0], m, n)
             elif ins.op in (Op.SUM, Op.MEAN, Op.AMAX, Op.AMIN):
-                lines += self._reduce(idx, ins, a[0], j, m, n)
+                lines += self._reduce(idx, ins, a[0], j, m, n, row)
             else:
                 lines.append(f"{v} = {spell(ins.op, a)}    # %{idx} = {ins.op.value}")
         return lines
@@ -165,13 +190,13 @@ class EpilogueWriter:
         sl, sm, sn = self.p.spans(t)
         # An output that does not span an axis is written only at coordinate 0 of it.
         guard = [c for c, s in (("(l == 0)", sl), (f"({m} == 0)", sm), (f"({n} == 0)", sn)) if not s]
-        call = (f"{_STORERS[t.dtype]}(out{ins.arg}_p, out{ins.arg}_lo + {m} * out{ins.arg}_sm + "
-                f"{n} * out{ins.arg}_sn, {src})    # %{idx} = store {t.name}")
+        call = (f"{_STORERS[t.dtype]}(out{ins.arg}_p, {self.index(f'out{ins.arg}', m, n)}, {src})"
+                f"    # %{idx} = store {t.name}")
         if guard:
             return [f"if {' & '.join(guard)}:", "    " + call]
         return [call]
 
-    def _reduce(self, idx, ins, src, j, m, n):
+    def _reduce(self, idx, ins, src, j, m, n, row=""):
         k, red = ins.arg, self.p.reductions[ins.arg]
         contrib = f"-{src}" if red.op is Op.AMIN else src
         note = f"    # %{idx} = {red.op.value} -> {red.name}"
@@ -181,7 +206,7 @@ class EpilogueWriter:
         if kind == "col":
             return [f"p{k}_{j} = {combine(red, f'p{k}_{j}', contrib)}{note}"]
         if kind == "row":
-            return [f"q{k} = {combine(red, f'q{k}', contrib)}{note}"]
+            return [f"q{k}{row} = {combine(red, f'q{k}{row}', contrib)}{note}"]
         return [self.global_combine(k, contrib, m, n) + note]
 
     # ---- CTA-level combines ------------------------------------------------------------------
@@ -196,24 +221,6 @@ class EpilogueWriter:
         if self.det:
             return f"st_f32(ws{k}, {at}, {value})"
         return f"{'red_add' if red.op in (Op.SUM, Op.MEAN) else 'red_max'}(ws{k}, {at}, {value})"
-
-    def _finish_rows(self, row0):
-        lay, out = self.lay, []
-        ks = [k for k, kind in enumerate(self.kinds) if kind == "row"]
-        if not ks:
-            return out
-        out.append("cuda.syncthreads()    # row partials parked; combine each row across tx in order")
-        out.append(f"for r in range(tid, {lay.rows}, {lay.threads}):")
-        out.append(f"    m = {row0} + r")
-        for k in ks:
-            red = self.p.reductions[k]
-            out.append(f"    a = {identity(red)}")
-            out.append(f"    for t in range({lay.TX}):")
-            out.append(f"        a = {combine(red, 'a', f'lds(scratch, {self.row_offset[k]} + r * {lay.TX} + t)')}")
-            out.append("    if m < M:")
-            out.append(f"        {self.global_combine(k, 'a', 'm', None)}    # {red.name}")
-        out.append("cuda.syncthreads()    # scratch is reused by the next chunk")
-        return out
 
     def epilogue_end(self):
         """After the last chunk: combine col and all partials across the CTA."""

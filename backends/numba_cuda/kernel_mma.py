@@ -47,7 +47,7 @@ class MmaTile:
 MMA_TILE = MmaTile()
 
 
-def mma_source(program, ab_dtype, a_kmajor, b_kmajor, deterministic):
+def mma_source(program, ab_dtype, a_kmajor, b_kmajor, deterministic, fast_mainloop=False):
     t = MMA_TILE
     epi, chunk = _epilogue_for(program, deterministic)
     mma = "mma_bf16" if ab_dtype == "bfloat16" else "mma_f16"
@@ -73,22 +73,25 @@ def mma_source(program, ab_dtype, a_kmajor, b_kmajor, deterministic):
         "b_g = pB + l * sBL * 2",
     ]
     body += [f"c{mi}_{ni} = ZERO4    # accumulator fragment (mi={mi}, ni={ni})" for mi in range(4) for ni in range(8)]
-    body += [f"ktiles = (K + {t.BK - 1}) // {t.BK}",
-             f"# prologue: fill {t.STAGES - 1} stages",
-             f"for s in range({t.STAGES - 1}):",
-             "    if s < ktiles:"]
-    body += _load_tile("s", "s", a_kmajor, b_kmajor, "        ")
-    body += ["    cp_async_commit()",
-             "for kt in range(ktiles):",
-             f"    cp_async_wait_{t.STAGES - 2}()    # tile kt has landed (for this thread)",
-             "    cuda.syncthreads()               # ...for every thread; stage (kt-1) is free again",
-             f"    nxt = kt + {t.STAGES - 1}",
-             "    if nxt < ktiles:"]
-    body += _load_tile("nxt", f"nxt % {t.STAGES}", a_kmajor, b_kmajor, "        ")
-    body += ["    cp_async_commit()",
-             f"    st = sbase + (kt % {t.STAGES}) * {t.stage_bytes}"]
-    for kk in range(t.BK // 16):
-        body += _compute_k16(kk, a_kmajor, b_kmajor, mma, "    ")
+    if fast_mainloop:
+        body += _fast_mainloop(a_kmajor, b_kmajor, mma)
+    else:
+        body += [f"ktiles = (K + {t.BK - 1}) // {t.BK}",
+                 f"# prologue: fill {t.STAGES - 1} stages",
+                 f"for s in range({t.STAGES - 1}):",
+                 "    if s < ktiles:"]
+        body += _load_tile("s", "s", a_kmajor, b_kmajor, "        ")
+        body += ["    cp_async_commit()",
+                 "for kt in range(ktiles):",
+                 f"    cp_async_wait_{t.STAGES - 2}()    # tile kt has landed (for this thread)",
+                 "    cuda.syncthreads()               # ...for every thread; stage (kt-1) is free again",
+                 f"    nxt = kt + {t.STAGES - 1}",
+                 "    if nxt < ktiles:"]
+        body += _load_tile("nxt", f"nxt % {t.STAGES}", a_kmajor, b_kmajor, "        ")
+        body += ["    cp_async_commit()",
+                 f"    st = sbase + (kt % {t.STAGES}) * {t.stage_bytes}"]
+        for kk in range(t.BK // 16):
+            body += _compute_k16(kk, a_kmajor, b_kmajor, mma, "    ")
     body += ["cp_async_wait_0()", "", "# ---- epilogue: stage accumulators by row chunk, then the SIMT layout ----",
              "ty = warp", "tx = lane", f"stage = sbase", f"scratch = sbase + {chunk * t.LDS * 4}"]
     body += epi.prologue()
@@ -178,4 +181,101 @@ def _stage_chunk(c, chunk):
             col = f"wn * 64 + {ni * 8} + 2 * tq"
             out.append(f"    sts_frag(stage, ({rl} + g) * {t.LDS} + {col}, ({rl} + g + 8) * {t.LDS} + {col}, c{mi}_{ni})")
     out.append("cuda.syncthreads()    # the chunk is staged")
+    return out
+
+
+# ---- fast_mainloop=True: the same pipeline with its address math hoisted out of the k-loop ----
+#
+# Every per-thread quantity of _load_tile / _compute_k16 that does not depend on the k-tile is
+# computed once before the loop (checked term by term against those functions):
+#  * cp.async: chunk c of a thread is chunk 0 shifted by 32 rows (K-major: q = tid + 128c gives
+#    row = tid//4 + 32c, ch = tid%4) or by 8 k-rows (MN-major: row = tid//16 + 8c, ch = tid%16);
+#    the XOR swizzle term ((row>>1)&3, resp. row&7) is the same for every c, so the shared
+#    destination is chunk 0's plus c * 2048 bytes and the global source chunk 0's plus c times a
+#    fixed byte stride; the k-tile only moves the global address, by BK * sK * 2 bytes, kept as
+#    a running pointer per operand.
+#  * ldmatrix: K-major, (r >> 1) & 3 == (lr >> 1) & 3 for every fragment f (r = base + 16f +
+#    8 bit + lr, base a multiple of 16), so fragment f sits f * 1024 bytes after fragment 0 and
+#    one base per k16 step remains; MN-major (.trans), r & 7 == lr, so one base per fragment
+#    remains and the k16 step adds kk * 4096.
+#  * stages rotate by adds and compares instead of kt % 3 in 64-bit signed arithmetic.
+def _fast_mainloop(a_kmajor, b_kmajor, mma):
+    t = MMA_TILE
+    SB, ST = t.stage_bytes, t.STAGES
+    out = [f"ktiles = (K + {t.BK - 1}) // {t.BK}", "# per-thread cp.async terms (loop-invariant)"]
+    for name, kmajor, off in (("A", a_kmajor, 0), ("B", b_kmajor, t.operand_bytes)):
+        mn, ext, s_mn, s_k, g = ("m0", "M", "sAM", "sAK", "a_g") if name == "A" else ("n0", "N", "sBN", "sBK", "b_g")
+        x = name.lower()
+        if kmajor:
+            out += [f"{x}_row = tid // 4", f"{x}_ch = tid % 4",
+                    f"{x}_kc = {x}_ch * 8                  # k of this thread's chunks within the tile",
+                    f"{x}_rem = {ext} - ({mn} + {x}_row)    # chunk c is inside {ext} iff rem > 32c",
+                    f"{x}_gp = {g} + (({mn} + {x}_row) * {s_mn} + {x}_kc * {s_k}) * 2    # chunk 0 of k-tile 0",
+                    f"{x}_gc = {s_mn} * 64                   # bytes from chunk c to c+1 (32 rows)",
+                    f"{x}_ss = {off} + {x}_row * 64 + (({x}_ch ^ (({x}_row >> 1) & 3)) * 16)"]
+        else:
+            out += [f"{x}_row = tid // 16", f"{x}_ch = tid % 16",
+                    f"{x}_nb = min(max({ext} - ({mn} + {x}_ch * 8), 0), 8) * 2    # bytes inside {ext}",
+                    f"{x}_gp = {g} + (({mn} + {x}_ch * 8) * {s_mn} + {x}_row * {s_k}) * 2    # chunk 0 of k-tile 0",
+                    f"{x}_gc = {s_k} * 16                    # bytes from chunk c to c+1 (8 k-rows)",
+                    f"{x}_ss = {off} + {x}_row * 256 + (({x}_ch ^ ({x}_row & 7)) * 16)"]
+        out.append(f"{x}_gk = {s_k} * {t.BK * 2}    # bytes per k-tile")
+    out.append("# per-thread ldmatrix bases (loop-invariant), relative to the stage")
+    for name, kmajor, base_mn, mn_bit, k_bit, off in (
+            ("a", a_kmajor, "wm * 64", "lq % 2", "lq // 2", 0),
+            ("b", b_kmajor, "wn * 64", "lq // 2", "lq % 2", t.operand_bytes)):
+        if kmajor:
+            out.append(f"{name}_lr = {base_mn} + ({mn_bit}) * 8 + lr")
+            for kk in range(t.BK // 16):
+                out.append(f"{name}_ld{kk} = {off} + {name}_lr * 64 + ((({kk * 2} + ({k_bit})) ^ ((lr >> 1) & 3)) * 16)")
+        else:
+            for f in range(4):
+                out.append(f"{name}_ld{f} = {off} + (({k_bit}) * 8 + lr) * 256 + "
+                           f"(((({base_mn} + {f * 16} + ({mn_bit}) * 8) // 8) ^ lr) * 16)")
+    out.append(f"# prologue: fill {ST - 1} stages")
+    for s in range(ST - 1):
+        out.append(f"if ktiles > {s}:")
+        out += _fast_load(str(s), f"sbase + {s * SB}", a_kmajor, b_kmajor, "    ")
+        out.append("cp_async_commit()")
+        out += [f"a_gp = a_gp + a_gk", f"b_gp = b_gp + b_gk"]
+    out += [f"rd = 0                 # byte offset of the stage read this iteration (kt % {ST})",
+            f"wr = {(ST - 1) * SB}    # ... and of the one written ((kt + {ST - 1}) % {ST})",
+            "for kt in range(ktiles):",
+            f"    cp_async_wait_{ST - 2}()    # tile kt has landed (for this thread)",
+            "    cuda.syncthreads()               # ...for every thread; stage (kt-1) is free again",
+            f"    if kt + {ST - 1} < ktiles:"]
+    out += _fast_load(f"(kt + {ST - 1})", "sbase + wr", a_kmajor, b_kmajor, "        ")
+    out += ["    cp_async_commit()",
+            "    a_gp = a_gp + a_gk",
+            "    b_gp = b_gp + b_gk",
+            "    st = sbase + rd"]
+    for kk in range(t.BK // 16):
+        out.append(f"    # k16 step {kk}: fragments")
+        for name, kmajor in (("a", a_kmajor), ("b", b_kmajor)):
+            fn = "ldmatrix_x4" if kmajor else "ldmatrix_x4_trans"
+            for f in range(4):
+                addr = f"st + {name}_ld{kk} + {f * 1024}" if kmajor else f"st + {name}_ld{f} + {kk * 4096}"
+                out.append(f"    {name}{f} = {fn}({addr})")
+        out.append(f"    # k16 step {kk}: 4 x 8 mma.sync m16n8k16 into the c<mi>_<ni> fragments")
+        for mi in range(4):
+            for ni in range(8):
+                b0, b1 = (f"b{ni // 2}[0]", f"b{ni // 2}[1]") if ni % 2 == 0 else (f"b{ni // 2}[2]", f"b{ni // 2}[3]")
+                out.append(f"    c{mi}_{ni} = {mma}(a{mi}[0], a{mi}[1], a{mi}[2], a{mi}[3], {b0}, {b1}, c{mi}_{ni})")
+    out += [f"    rd = rd + {SB} if rd < {(ST - 1) * SB} else 0",
+            f"    wr = wr + {SB} if wr < {(ST - 1) * SB} else 0"]
+    return out
+
+
+def _fast_load(kt, dst, a_kmajor, b_kmajor, ind):
+    """cp.async of k-tile `kt` (a_gp/b_gp point at its chunk 0) into the stage at `dst`."""
+    t = MMA_TILE
+    out = []
+    for x, kmajor in (("a", a_kmajor), ("b", b_kmajor)):
+        if kmajor:
+            out.append(f"{ind}{x}_kb = min(max(K - {kt} * {t.BK} - {x}_kc, 0), 8) * 2    # bytes inside K")
+        for c in range(4):
+            nb = (f"{x}_kb * ({x}_rem > {32 * c})" if kmajor
+                  else f"{x}_nb * ({kt} * {t.BK} + {x}_row + {8 * c} < K)")
+            src = f"{x}_gp" if c == 0 else f"{x}_gp + {x}_gc * {c}"
+            out.append(f"{ind}cp_async16({dst} + {x}_ss + {c * 2048}, {src}, {nb})    # {x.upper()} chunk {c}")
     return out

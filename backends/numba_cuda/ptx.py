@@ -28,8 +28,9 @@ def _global_ptr(builder, base, off, elem, size):
 def _shared_ptr(builder, base32, idx, elem, size):
     """A shared-window byte address (u32) plus idx elements, as an addrspace(3) pointer: LLVM
     then treats the barrier as ordering these accesses and may schedule them freely otherwise."""
-    addr = builder.add(builder.zext(base32, _I64), builder.mul(idx, ir.Constant(_I64, size)))
-    return builder.inttoptr(addr, ir.PointerType(elem, 3))
+    # 32-bit math (the shared window is far below 4 GiB): no 64-bit adds or multiplies.
+    addr = builder.add(base32, builder.mul(builder.trunc(idx, _I32), ir.Constant(_I32, size)))
+    return builder.inttoptr(builder.zext(addr, _I64), ir.PointerType(elem, 3))
 
 
 # ---- global memory: (pointer int64, element offset int64) --------------------------------------
@@ -227,6 +228,6 @@ def sts_frag(typingctx, base, i0, i1, c):
     def codegen(context, builder, sig, args):
         for h, idx in enumerate((args[1], args[2])):
             for e in range(2):
-                at = builder.add(idx, ir.Constant(_I64, e))
+                at = builder.add(idx, ir.Constant(_I64, e))     # _shared_ptr narrows it to 32 bits
                 builder.store(builder.extract_value(args[3], 2 * h + e), _shared_ptr(builder, args[0], at, _F32, 4))
     return types.void(types.uint32, types.int64, types.int64, types.UniTuple(types.float32, 4)), codegen

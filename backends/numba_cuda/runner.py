@@ -29,6 +29,7 @@ class Runner:
     def __init__(self, program, options, base_key):
         self.p, self.det, self.base_key = program, bool(options.get("deterministic")), base_key
         self.force_simt = bool(options.get("simt"))
+        self.fast_mainloop = bool(options.get("fast_mainloop"))
         self._fns = {}
         self._ws = {}
         self._plans = {}      # call signature -> _Plan (bind's checks passed for it once)
@@ -53,7 +54,8 @@ class Runner:
         if variant in self._fns:
             return self._fns[variant]
         main = (simt_source(self.p, variant[1], SIM_TILING if simulator() else GPU_TILING, self.det)
-                if variant[0] == "simt" else mma_source(self.p, *variant[1:], self.det))
+                if variant[0] == "simt" else
+                mma_source(self.p, *variant[1:], self.det, fast_mainloop=self.fast_mainloop))
         fns = {"main": self._load(variant, main, "evt_kernel", main_params(self.p))}
         if self.p.reductions:
             fns["finish"] = self._load(("finish",), finish_source(self.p), "evt_finish", finish_params(self.p))

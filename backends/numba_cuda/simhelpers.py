@@ -8,7 +8,7 @@ Tensor-core kernels are GPU-only and never use this module.
 import threading
 
 import numpy as np
-from numba import float32
+from numba import cuda, float32
 
 _F = np.float32
 _lock = threading.Lock()    # red_add/red_max read-modify-write: threads must not interleave
@@ -58,6 +58,20 @@ def nan_min(a, b):
     return a if (a < b or a != a) else b
 
 
+@cuda.jit(device=True)
+def shfl_xor(v, lanes):
+    """The GPU's shfl.bfly for the simulator's 1-D blocks: every thread of the block calls it at
+    the same point (as on the GPU, where whole warps do), so a block-wide exchange is exact."""
+    buf = cuda.shared.array(1024, float32)
+    t = cuda.threadIdx.x
+    cuda.syncthreads()
+    buf[t] = v
+    cuda.syncthreads()
+    r = buf[t ^ lanes]
+    cuda.syncthreads()
+    return r
+
+
 def _np1(fn):
     def f(*xs):
         with np.errstate(all="ignore"):
@@ -75,4 +89,4 @@ def gelu_tanh_grad(x):
     return _F(ELEMENTWISE[Op.GELU_TANH_GRAD].fn(_F(x)))
 
 
-__all__ = [n for n in dir() if not n.startswith("_") and n not in ("np", "threading", "float32")]
+__all__ = [n for n in dir() if not n.startswith("_") and n not in ("np", "threading", "float32", "cuda")]

@@ -62,6 +62,31 @@ def test_layouts(layout):
     compare(got, evt_core.interpret(tree, A, B, **inputs), layout)
 
 
+# fast_mainloop=True (opt-in): the hoisted-address tensor-core k-loop. The main differential cases
+# again, one compile per operand-layout variant: fp16 over every shape (edge tiles, K tails,
+# batches), bf16, A M-contiguous (ldmatrix.trans for A), B K-contiguous, and deterministic
+# reductions over every axis kind.
+# Every shape here takes the tensor-core path (rows 16-byte aligned), which the test asserts.
+MMA_SHAPES = [(0, 128, 128, 64), (2, 200, 136, 72), (0, 77, 48, 40), (3, 129, 264, 96), (0, 8, 16, 8)]
+FAST = [("f16", s) for s in MMA_SHAPES] + [("bf16", MMA_SHAPES[1]), ("bf16", MMA_SHAPES[3]),
+                                           ("A_colmajor", (2, 200, 136, 72)), ("B_colmajor", (3, 129, 257, 96)),
+                                           ("means_det", (3, 150, 264, 48))]
+
+
+@pytest.mark.parametrize("what,shape", FAST, ids=lambda x: x if isinstance(x, str) else "x".join(map(str, x)))
+def test_fast_mainloop(what, shape):
+    name = "means" if what == "means_det" else "bias_relu_stats"
+    ab = "bfloat16" if what == "bf16" else "float16"
+    tree, A, B, inputs = case(name, *shape, ab=ab, out="float16")
+    if what == "A_colmajor":
+        A = np.ascontiguousarray(A.transpose(0, 2, 1)).transpose(0, 2, 1)
+    if what == "B_colmajor":
+        B = np.ascontiguousarray(B.transpose(0, 2, 1)).transpose(0, 2, 1)
+    k = evt_core.compile(tree, backend="numba_cuda", fast_mainloop=True, deterministic=what == "means_det")
+    compare(k(A, B, **inputs), evt_core.interpret(tree, A, B, **inputs), f"fast_mainloop {what} {shape}")
+    assert any(key.startswith("source_mma") and "a_gp = a_gp + a_gk" in v for key, v in k.stages.items())
+
+
 def test_random_floats_fp16():
     tree, A, B, inputs = case("bias_relu_stats", 0, 300, 200, 256)
     rng = np.random.default_rng(1)

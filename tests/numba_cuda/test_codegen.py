@@ -1,6 +1,7 @@
 """CPU-only checks of the generator: every op spelled, readable source, PTX and SASS for sm_90
 (numba-cuda[cu13] compiles without a GPU; nvJitLink links; the cuobjdump wheel disassembles)."""
 import os
+import re
 import sys
 
 import pytest
@@ -49,6 +50,11 @@ def built(tmp_path_factory):
     for name, body, fn, params in (
             ("f16", mma_source(p, "float16", True, False, False), "evt_kernel", main_params(p)),
             ("bf16", mma_source(p, "bfloat16", True, True, True), "evt_kernel", main_params(p)),
+            # fast_mainloop: the other two operand layouts (A M-contiguous, B K-contiguous).
+            ("f16_fast", mma_source(p, "float16", False, False, False, fast_mainloop=True), "evt_kernel",
+             main_params(p)),
+            ("bf16_fast", mma_source(p, "bfloat16", True, True, True, fast_mainloop=True), "evt_kernel",
+             main_params(p)),
             ("finish", finish_source(p), "evt_finish", finish_params(p))):
         key = build.cache_key("test_codegen", name, p.key())
         before = build.COMPILES["count"]
@@ -69,10 +75,18 @@ def test_ptx_targets_sm90_with_mma(built):
 def test_sass_has_hmma_and_no_calls(built):
     pytest.importorskip("nvidia")
     from evt_backends.numba_cuda.build import sass_opcodes
-    for name in ("f16", "bf16"):
+    for name in ("f16", "bf16", "f16_fast", "bf16_fast"):
         ops = sass_opcodes(built[name].image)
         assert ops["HMMA"] >= 64, ops          # 2 k16 steps x 32 mma per k-tile
         assert ops["LDSM"] >= 16 and ops["LDGSTS"] >= 8, ops
         assert ops["CALL"] == 0, ops
         # A few spill slots remain at 255 registers (see bench/SASS-numba.md); keep them few.
-        assert ops["LDL"] + ops["STL"] <= 40, ops
+        assert ops["LDL"] + ops["STL"] <= (0 if name.endswith("_fast") else 40), (name, ops)
+
+
+def test_fast_mainloop_keeps_the_pipeline(built):
+    """The hoisted k-loop still issues 8 cp.async per k-tile into rotating stages, and no 64-bit
+    division by the stage count is left (the default loop computes kt % 3 in int64)."""
+    code = "\n".join(line.split("#")[0] for line in built["f16_fast"].source.splitlines())
+    assert not re.search(r"% 3\b", code), "the stage index is still computed by a modulo"
+    assert code.count("cp_async16(sbase + wr + ") == 8
