@@ -17,7 +17,7 @@ from evt_core.errors import KernelCompileError
 
 from .signature import numba_signature
 
-CODE_VERSION = "4"          # bump whenever generated code or the ABI changes
+CODE_VERSION = "5"          # bump whenever generated code or the ABI changes
 COMPILES = {"count": 0}     # numba compilations in this process
 _memory = {}
 _lock = threading.Lock()

@@ -26,7 +26,7 @@ from .spelling import spell
 
 _LOADERS = {"float32": "ld_f32", "float16": "ld_f16", "bfloat16": "ld_bf16"}
 _STORERS = {"float32": "st_f32", "float16": "st_f16", "bfloat16": "st_bf16"}
-ROW_GROUP = 2     # rows per trip of a run-time row loop (their aux loads are issued together)
+ROW_GROUP = 1     # rows per trip of a run-time row loop (their aux loads are issued together); 2 spills (W4)
 
 
 def reduction_kind(red):
