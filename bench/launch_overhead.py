@@ -1,0 +1,52 @@
+"""Host cost of one call for a tiny problem, where launch overhead is all there is:
+`python3 -m bench.launch_overhead [--calls 2000]`. Compares torch.matmul (one cuBLAS launch)
+with each GPU backend's `kernel(A, B, **inputs)` on torch tensors (binding, output
+allocation and launch included), 128^3 fp16 with a bias + ReLU epilogue."""
+import argparse
+import time
+
+import numpy as np
+
+
+def per_call_us(fn, calls, torch):
+    for _ in range(20):
+        fn()
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    host = (time.perf_counter() - t) / calls * 1e6
+    torch.cuda.synchronize()
+    return host, (time.perf_counter() - t) / calls * 1e6
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--calls", type=int, default=2000)
+    args = ap.parse_args(argv)
+    import torch
+
+    import evt_core
+    from evt_core import ops
+    M = N = K = 128
+    A = torch.randn(M, K, device="cuda", dtype=torch.float16)
+    B = torch.randn(K, N, device="cuda", dtype=torch.float16)
+    bias = torch.randn(N, device="cuda", dtype=torch.float32)
+    tree = evt_core.trace(lambda accum, bias: {"D": ops.relu(accum + bias)},
+                          {"accum": np.empty((M, N), np.float32), "bias": np.empty(N, np.float32),
+                           "D": np.empty((M, N), np.float16)})
+    rows = [("torch.matmul (cuBLAS, no epilogue)", lambda: torch.matmul(A, B))]
+    for name, support in sorted(evt_core.backends().items()):
+        if name == "numpy" or not support:
+            continue
+        kernel = evt_core.compile(tree, backend=name)
+        rows.append((f"evt {name} kernel(A, B, bias=...)", lambda k=kernel: k(A, B, bias=bias)))
+    print(f"{'call':45s} {'host us/call':>13s} {'incl. sync':>11s}   ({args.calls} calls, 128^3 fp16, "
+          f"{torch.cuda.get_device_name()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})")
+    for label, fn in rows:
+        host, wall = per_call_us(fn, args.calls, torch)
+        print(f"{label:45s} {host:13.1f} {wall:11.1f}")
+
+
+if __name__ == "__main__":
+    main()
