@@ -4,7 +4,12 @@
 #   2. GPU tests: pytest -m gpu tests/gpu properties,
 #      with EVT_POISON=1 and HYPOTHESIS_PROFILE=gpu             -> $OUTDIR/gpu-tests.log
 #   3. benchmark: python3 -m bench.run                        -> $OUTDIR/{RESULTS.md,results.json,plot.png,bench.log}
+#   4. launch overhead of tiny calls: python3 -m bench.launch_overhead -> $OUTDIR/launch.txt
 #
+run_launch_probe() {   # host cost per call of tiny problems -> launch.txt
+  timeout -k 5 60 python3 -m bench.launch_overhead > "$OUTDIR/launch.txt" 2>&1 || echo "launch probe failed" >> "$OUTDIR/launch.txt"
+}
+
 # With two or more GPUs the tests run on GPU 1 while the benchmark has GPU 0 (EVT_SPLIT_GPUS=0
 # turns that off), so each stage gets the whole time budget.
 # Usage, from the repository root:
@@ -94,12 +99,16 @@ run_bench() {
   if [ $rc -ne 0 ]; then stage "benchmark FAILED or stopped (exit $rc); partial results are kept"; status=1; fi
 }
 
+run_launch_probe() {   # host cost per call of tiny problems -> launch.txt
+  timeout -k 5 60 python3 -m bench.launch_overhead > "$OUTDIR/launch.txt" 2>&1 || echo "launch probe failed" >> "$OUTDIR/launch.txt"
+}
+
 # With two or more GPUs (and EVT_SPLIT_GPUS not 0) the tests run on GPU 1 while the benchmark
 # has GPU 0 to itself; otherwise one after the other.
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU" || true)
 if [ "${EVT_SPLIT_GPUS:-1}" != "0" ] && [ "${ngpu:-0}" -ge 2 ]; then
   stage "split mode: tests on GPU 1, benchmark on GPU 0"
-  (export CUDA_VISIBLE_DEVICES=1; run_tests quiet; echo $? > "$OUTDIR/.tests_rc") &
+  (export CUDA_VISIBLE_DEVICES=1; run_tests quiet; echo $? > "$OUTDIR/.tests_rc"; run_launch_probe) &
   tests_pid=$!
   CUDA_VISIBLE_DEVICES=0 run_bench "$@"
   wait "$tests_pid"
@@ -110,7 +119,9 @@ else
   run_tests tee
   report_tests $?
   run_bench "$@"
+  run_launch_probe
 fi
+cat "$OUTDIR/launch.txt" >&2
 
 if [ -z "${OUT:-}" ]; then
   for f in RESULTS.md results.json plot.png; do
