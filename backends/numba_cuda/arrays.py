@@ -41,13 +41,23 @@ def side_of(x):
     return None
 
 
+_TORCH_NAMES = {}
+
+
+def _torch_names():
+    """torch dtype -> our dtype name, built once (this runs on every call of every kernel)."""
+    if not _TORCH_NAMES:
+        import torch
+        _TORCH_NAMES.update({torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"})
+    return _TORCH_NAMES
+
+
 def view(x, side, what):
     """DevView of a device array (or the NumPy array itself on the numpy side)."""
     if side == "numpy":
         return x
     if side == "torch":
-        import torch
-        names = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
+        names = _torch_names()
         if x.dtype not in names:
             raise DTypeError(f"{what} is a torch tensor of dtype {x.dtype}; use float32, float16 or bfloat16")
         if not x.is_cuda:

@@ -102,8 +102,9 @@ class Runner:
             raise UnsupportedError("the CUDA simulator has no bfloat16; run bf16 on a GPU")
         mirrors = _Mirrors(side)
         values = self._main_values(b, mirrors)
-        fns = self.function(self.variant(b))
-        grid, block = self._launch_shape(b)
+        variant = self.variant(b)
+        fns = self.function(variant)
+        grid, block = self._launch_shape(b, variant)
         ws = self._workspaces(b, grid)
         values += [v for w in ws for v in (w["ptr"], w["wm"], w["wn"])]
         self._launch(fns["main"], grid, block, values)
@@ -126,8 +127,8 @@ class Runner:
             v += [mirrors.ptr(t.array, True), *t.strides]
         return v
 
-    def _launch_shape(self, b):
-        if self.variant(b)[0] == "mma":
+    def _launch_shape(self, b, variant):
+        if variant[0] == "mma":
             t = MMA_TILE
             return (math.ceil(b.N / t.BN), math.ceil(b.M / t.BM), b.L), (t.threads, 1, 1)
         t = SIM_TILING if simulator() else GPU_TILING

@@ -62,8 +62,8 @@ def test_layouts(layout):
     compare(got, evt_core.interpret(tree, A, B, **inputs), layout)
 
 
-# fast_mainloop=True (opt-in): the hoisted-address tensor-core k-loop. The main differential cases
-# again, one compile per operand-layout variant: fp16 over every shape (edge tiles, K tails,
+# Both tensor-core k-loops: fast_mainloop=True (the default: hoisted addresses, no spills) and
+# False (the original loop). The main differential cases again, one compile per operand-layout variant: fp16 over every shape (edge tiles, K tails,
 # batches), bf16, A M-contiguous (ldmatrix.trans for A), B K-contiguous, and deterministic
 # reductions over every axis kind.
 # Every shape here takes the tensor-core path (rows 16-byte aligned), which the test asserts.
@@ -73,8 +73,9 @@ FAST = [("f16", s) for s in MMA_SHAPES] + [("bf16", MMA_SHAPES[1]), ("bf16", MMA
                                            ("means_det", (3, 150, 264, 48))]
 
 
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "original"])
 @pytest.mark.parametrize("what,shape", FAST, ids=lambda x: x if isinstance(x, str) else "x".join(map(str, x)))
-def test_fast_mainloop(what, shape):
+def test_fast_mainloop(what, shape, fast):
     name = "means" if what == "means_det" else "bias_relu_stats"
     ab = "bfloat16" if what == "bf16" else "float16"
     tree, A, B, inputs = case(name, *shape, ab=ab, out="float16")
@@ -82,9 +83,10 @@ def test_fast_mainloop(what, shape):
         A = np.ascontiguousarray(A.transpose(0, 2, 1)).transpose(0, 2, 1)
     if what == "B_colmajor":
         B = np.ascontiguousarray(B.transpose(0, 2, 1)).transpose(0, 2, 1)
-    k = evt_core.compile(tree, backend="numba_cuda", fast_mainloop=True, deterministic=what == "means_det")
-    compare(k(A, B, **inputs), evt_core.interpret(tree, A, B, **inputs), f"fast_mainloop {what} {shape}")
-    assert any(key.startswith("source_mma") and "a_gp = a_gp + a_gk" in v for key, v in k.stages.items())
+    k = evt_core.compile(tree, backend="numba_cuda", fast_mainloop=fast, deterministic=what == "means_det")
+    compare(k(A, B, **inputs), evt_core.interpret(tree, A, B, **inputs), f"fast_mainloop={fast} {what} {shape}")
+    hoisted = any(key.startswith("source_mma") and "a_gp = a_gp + a_gk" in v for key, v in k.stages.items())
+    assert any(key.startswith("source_mma") for key in k.stages) and hoisted == fast
 
 
 def test_random_floats_fp16():
