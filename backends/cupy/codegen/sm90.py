@@ -198,6 +198,28 @@ def _aux_consumer(spec, cfg, off):
     return wait, release
 
 
+def _kernel_head(spec, cfg, off, empty_arrivals):
+    """The wgmma helper, the kernel signature and the shared-memory/mbarrier set-up both sm90
+    schedules share; `empty_arrivals` consumer arrivals release a ring slot (2 cooperative
+    warpgroups share each k-block, 1 in ping-pong, where each owns whole tiles)."""
+    S = cfg.stages
+    return f"""{_wgmma(spec, cfg)}
+extern "C" __global__ void __launch_bounds__(384, 1) evt_main(const __grid_constant__ EpiArgs a,
+    const __grid_constant__ TmaDesc tmA, const __grid_constant__ TmaDesc tmB, const __grid_constant__ TmaDesc tmD{_map_params(spec)}) {{
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = (unsigned char*)(((u64)smem_raw + 1023) & ~1023ull);   // swizzle atoms need 1024-B bases
+  const u32 sbase = evt_smem_addr(smem);
+  const u32 bars = sbase + {off['bars']};        // full[s] at bars + 8s, empty[s] at bars + 8(S + s)
+  const u32 abars = sbase + {off['abars']};      // aux_tma: aux_full[b] at abars + 8b, aux_empty[b] after them
+  if (threadIdx.x == 0) {{
+    for (int s = 0; s < {S}; ++s) {{ evt_mbar_init(bars + 8 * s, 1); evt_mbar_init(bars + 8 * ({S} + s), {empty_arrivals}); }}{_aux_init(spec, cfg)}
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    evt_fence_async_smem();
+  }}
+  __syncthreads();
+  const int wgid = threadIdx.x / 128, tid = threadIdx.x % 128;"""
+
+
 def generate(program, spec, cfg):
     """CUDA C++ source of the sm90a kernel `evt_main` plus evt_init/evt_finish."""
     if cfg.pingpong:
@@ -249,21 +271,7 @@ def generate(program, spec, cfg):
     header = (f"// evt sm90a kernel: {spec.dtype}, tile {BM}x{BN}x{BK}, {S} stages, B "
               f"{'K-major' if spec.b_kmajor else 'N-major'}, TMA-stored outputs {tma_outputs(spec)}, "
               f"TMA-loaded inputs {spec.aux_tma}, fast_math {spec.fast_math}\n")
-    kernel = f"""{_wgmma(spec, cfg)}
-extern "C" __global__ void __launch_bounds__(384, 1) evt_main(const __grid_constant__ EpiArgs a,
-    const __grid_constant__ TmaDesc tmA, const __grid_constant__ TmaDesc tmB, const __grid_constant__ TmaDesc tmD{_map_params(spec)}) {{
-  extern __shared__ unsigned char smem_raw[];
-  unsigned char* smem = (unsigned char*)(((u64)smem_raw + 1023) & ~1023ull);   // swizzle atoms need 1024-B bases
-  const u32 sbase = evt_smem_addr(smem);
-  const u32 bars = sbase + {off['bars']};        // full[s] at bars + 8s, empty[s] at bars + 8(S + s)
-  const u32 abars = sbase + {off['abars']};      // aux_tma: aux_full[b] at abars + 8b, aux_empty[b] after them
-  if (threadIdx.x == 0) {{
-    for (int s = 0; s < {S}; ++s) {{ evt_mbar_init(bars + 8 * s, 1); evt_mbar_init(bars + 8 * ({S} + s), 2); }}{_aux_init(spec, cfg)}
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    evt_fence_async_smem();
-  }}
-  __syncthreads();
-  const int wgid = threadIdx.x / 128, tid = threadIdx.x % 128;
+    kernel = f"""{_kernel_head(spec, cfg, off, empty_arrivals=2)}
   if (wgid == 0) {{
     // ---- producer warpgroup: one thread streams A and B tiles through the ring ----
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
@@ -401,21 +409,7 @@ def generate_pingpong(program, spec, cfg):
     header = (f"// evt sm90a kernel (ping-pong): {spec.dtype}, tile {BMp}x{BN}x{BK} per consumer warpgroup, {S} "
               f"stages, B {'K-major' if spec.b_kmajor else 'N-major'}, TMA-stored outputs {tma_outputs(spec)}, "
               f"TMA-loaded inputs {spec.aux_tma}, fast_math {spec.fast_math}\n")
-    kernel = f"""{_wgmma(spec, cfg)}
-extern "C" __global__ void __launch_bounds__(384, 1) evt_main(const __grid_constant__ EpiArgs a,
-    const __grid_constant__ TmaDesc tmA, const __grid_constant__ TmaDesc tmB, const __grid_constant__ TmaDesc tmD{_map_params(spec)}) {{
-  extern __shared__ unsigned char smem_raw[];
-  unsigned char* smem = (unsigned char*)(((u64)smem_raw + 1023) & ~1023ull);   // swizzle atoms need 1024-B bases
-  const u32 sbase = evt_smem_addr(smem);
-  const u32 bars = sbase + {off['bars']};        // full[s] at bars + 8s, empty[s] at bars + 8(S + s)
-  const u32 abars = sbase + {off['abars']};      // aux_tma: aux_full[b] at abars + 8b, aux_empty[b] after them
-  if (threadIdx.x == 0) {{
-    for (int s = 0; s < {S}; ++s) {{ evt_mbar_init(bars + 8 * s, 1); evt_mbar_init(bars + 8 * ({S} + s), 1); }}{_aux_init(spec, cfg)}
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    evt_fence_async_smem();
-  }}
-  __syncthreads();
-  const int wgid = threadIdx.x / 128, tid = threadIdx.x % 128;
+    kernel = f"""{_kernel_head(spec, cfg, off, empty_arrivals=1)}
   const int KB = (a.K + {BK - 1}) / {BK};
   if (wgid == 0) {{
     // ---- producer warpgroup: one thread streams every tile's A and B k-blocks through the ring ----
