@@ -220,6 +220,36 @@ extern "C" __global__ void __launch_bounds__(384, 1) evt_main(const __grid_const
   const int wgid = threadIdx.x / 128, tid = threadIdx.x % 128;"""
 
 
+def _producer(program, spec, cfg, off, bm, a_load, b_loads):
+    """The producer warpgroup, the same in both schedules: one thread walks this CTA's tiles in
+    order and streams each tile's A and B k-blocks (and, with aux_tma, its aux panels) through
+    the ring; the consumer side of the ring decides who releases a slot."""
+    S, BN, BK = cfg.stages, cfg.bn, cfg.bk
+    return f"""  if (wgid == 0) {{
+    // ---- producer warpgroup: one thread streams every tile's A and B k-blocks through the ring ----
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if (tid == 0) {{
+      int s = 0; u32 ph = 0;
+      const int auxkb = min((a.K + {BK - 1}) / {BK}, {S}) - 1;
+      int it = 0;                                        // index of the tile among this CTA's tiles
+      for (int t = blockIdx.x; t < a.tiles; t += gridDim.x, ++it) {{
+        int l, mt, nt;
+        evt_tile_coords(a, t, {cfg.group_m}, l, mt, nt);
+        const int m0 = mt * {bm}, n0 = nt * {BN};
+        for (int k0 = 0, kb = 0; k0 < a.K; k0 += {BK}, ++kb) {{
+          evt_mbar_wait(bars + 8 * ({S} + s), ph ^ 1);     // the consumer side released slot s
+          const u32 fb = bars + 8 * s;
+          evt_mbar_expect_tx(fb, {off['stage']});          // full boxes, zero-filled past the edges
+          const u32 sa = sbase + s * {off['stage']}, sb = sa + {off['b']};
+          {a_load}
+          {b_loads}
+          if (++s == {S}) {{ s = 0; ph ^= 1; }}{_aux_producer(program, spec, cfg, off)}
+        }}
+      }}
+    }}
+  }} else {{"""
+
+
 def generate(program, spec, cfg):
     """CUDA C++ source of the sm90a kernel `evt_main` plus evt_init/evt_finish."""
     if cfg.pingpong:
@@ -272,29 +302,7 @@ def generate(program, spec, cfg):
               f"{'K-major' if spec.b_kmajor else 'N-major'}, TMA-stored outputs {tma_outputs(spec)}, "
               f"TMA-loaded inputs {spec.aux_tma}, fast_math {spec.fast_math}\n")
     kernel = f"""{_kernel_head(spec, cfg, off, empty_arrivals=2)}
-  if (wgid == 0) {{
-    // ---- producer warpgroup: one thread streams A and B tiles through the ring ----
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
-    if (tid == 0) {{
-      int s = 0; u32 ph = 0;
-      const int auxkb = min((a.K + {BK - 1}) / {BK}, {S}) - 1;
-      int it = 0;                                        // index of the tile among this CTA's tiles
-      for (int t = blockIdx.x; t < a.tiles; t += gridDim.x, ++it) {{
-        int l, mt, nt;
-        evt_tile_coords(a, t, {cfg.group_m}, l, mt, nt);
-        const int m0 = mt * {BM}, n0 = nt * {BN};
-        for (int k0 = 0, kb = 0; k0 < a.K; k0 += {BK}, ++kb) {{
-          evt_mbar_wait(bars + 8 * ({S} + s), ph ^ 1);     // the consumers released slot s
-          const u32 fb = bars + 8 * s;
-          evt_mbar_expect_tx(fb, {off['stage']});          // full boxes, zero-filled past the edges
-          const u32 sa = sbase + s * {off['stage']}, sb = sa + {off['b']};
-          {a_load}
-          {b_loads}
-          if (++s == {S}) {{ s = 0; ph ^= 1; }}{_aux_producer(program, spec, cfg, off)}
-        }}
-      }}
-    }}
-  }} else {{
+{_producer(program, spec, cfg, off, BM, a_load, b_loads)}
     // ---- consumer warpgroups: wgmma over the ring, then the fused epilogue ----
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
     const int wg = wgid - 1, w = tid >> 5, lane = tid & 31, gq = lane >> 2, q = lane & 3;
@@ -411,29 +419,7 @@ def generate_pingpong(program, spec, cfg):
               f"TMA-loaded inputs {spec.aux_tma}, fast_math {spec.fast_math}\n")
     kernel = f"""{_kernel_head(spec, cfg, off, empty_arrivals=1)}
   const int KB = (a.K + {BK - 1}) / {BK};
-  if (wgid == 0) {{
-    // ---- producer warpgroup: one thread streams every tile's A and B k-blocks through the ring ----
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
-    if (tid == 0) {{
-      int s = 0; u32 ph = 0;
-      const int auxkb = min(KB, {S}) - 1;
-      int it = 0;                                        // index of the tile among this CTA's tiles
-      for (int t = blockIdx.x; t < a.tiles; t += gridDim.x, ++it) {{
-        int l, mt, nt;
-        evt_tile_coords(a, t, {cfg.group_m}, l, mt, nt);
-        const int m0 = mt * {BMp}, n0 = nt * {BN};
-        for (int k0 = 0, kb = 0; k0 < a.K; k0 += {BK}, ++kb) {{
-          evt_mbar_wait(bars + 8 * ({S} + s), ph ^ 1);     // the consumer released slot s
-          const u32 fb = bars + 8 * s;
-          evt_mbar_expect_tx(fb, {off['stage']});          // full boxes, zero-filled past the edges
-          const u32 sa = sbase + s * {off['stage']}, sb = sa + {off['b']};
-          {a_load}
-          {b_loads}
-          if (++s == {S}) {{ s = 0; ph ^= 1; }}{_aux_producer(program, spec, cfg, off)}
-        }}
-      }}
-    }}
-  }} else {{
+{_producer(program, spec, cfg, off, BMp, a_load, b_loads)}
     // ---- consumer warpgroups: alternate whole tiles; mainloops ordered, epilogues overlapped ----
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
     const int wg = wgid - 1, w = tid >> 5, lane = tid & 31, gq = lane >> 2, q = lane & 3;
