@@ -117,7 +117,18 @@ def make(name, L, M, N, K, dt, batched):
     return tree, A, B, inputs
 
 
+def _reassociation_atol(r, full):
+    """A reduction of n fp32 terms summed in another order differs by about u * sum|x|; with
+    sum|x| ~ sqrt(n) * max|sum| for mixed-sign terms, 10x that still flags one dropped term
+    (whose size is ~ sum|x| / n) while accepting a different summation order."""
+    n = full // max(r.size, 1)
+    if n <= 1 or not r.size:
+        return 0.0
+    return 10 * 2.0 ** -24 * n ** 0.5 * float(np.nanmax(np.abs(r.astype(np.float32))))
+
+
 def check(got, ref, K):
+    full = max(r.size for r in ref.values())
     for name, r in ref.items():
         g = got[name]
         g = cp.asnumpy(g) if isinstance(g, cp.ndarray) else np.asarray(g)
@@ -128,7 +139,8 @@ def check(got, ref, K):
         rtol, atol = TOL[dt]
         g32, r32 = g.astype(np.float32), r.astype(np.float32)
         assert not np.isnan(g32).any() or np.isnan(r32).any(), f"{name}: NaN left (unwritten element?)"
-        np.testing.assert_allclose(g32, r32, rtol=rtol, atol=atol + 1e-5 * K, err_msg=name)
+        np.testing.assert_allclose(g32, r32, rtol=rtol, atol=atol + 1e-5 * K + _reassociation_atol(r, full),
+                                   err_msg=name)
 
 
 SHAPES = [(1, 200, 328, 72), (1, 256, 512, 128), (1, 37, 24, 8)]
