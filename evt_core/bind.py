@@ -192,7 +192,7 @@ def bind(program, A, B, inputs, alloc, fill=None):
                              f"(dims {op.dims} at (L, M, N) = {(L, M, N)})")
         st = frame_strides(op, x, f"input {op.name!r}")
         if st is None:   # a reshape of a non-contiguous array: bind a contiguous copy
-            x = _contiguous(x)
+            x = _contiguous(x, f"input {op.name!r}")
             st = frame_strides(op, x, f"input {op.name!r}")
         bound_in.append(Tensor(x, st))
     scalars = []
@@ -228,12 +228,13 @@ def _allocate(op, ext, alloc, poison):
     return Tensor(arr, st)
 
 
-def _contiguous(x):
+def _contiguous(x, what):
+    """A reshape of a non-contiguous array needs a copy: NumPy arrays get one; device arrays
+    are refused, since a hidden device copy would be a surprise in a fused kernel's call."""
     if isinstance(x, np.ndarray):
         return np.ascontiguousarray(x)
-    import importlib
-    mod = importlib.import_module(type(x).__module__.split(".")[0])
-    return mod.ascontiguousarray(x)
+    raise ShapeError(f"{what} has strides {tuple(x.strides)} that the traced reshape cannot view without a copy; "
+                     "pass a contiguous array")
 
 
 def numpy_alloc(shape, dtype, strides):

@@ -65,13 +65,8 @@ def eliminate_layout(tree):
         inv = _inverse(steps)
         src = []
         for s, p in zip(node.src, parts):
-            if p is not None:
-                src.append(p[0])
-            elif inv and any(k is Op.RESHAPE for k, _ in inv) and s.shape not in ((), ) and max(s.shape, default=1) > 1:
-                raise UnsupportedError(f"{describe(node)}: {describe(s)} would have to be un-reshaped alongside the "
-                                       "accumulator; reshape it explicitly instead", node)
-            else:
-                src.append(down(_fit(s, node.shape, inv), inv))
+            # an accum-free operand meets the accumulator in its own frame: undo the layout on it
+            src.append(p[0] if p is not None else down(_fit(s, node.shape, inv), inv))
         inner_shape = _apply_shape(node.shape, inv)
         return node.replace(src=tuple(src), shape=inner_shape), steps
 

@@ -44,3 +44,21 @@ def test_accumulator_in_two_layouts_is_refused():
     t = make_tree(before, {"accum": np.empty((4, 4), np.float32), "D": f32((4, 4))})
     with pytest.raises(UnsupportedError, match="different layouts"):
         eliminate_layout(t)
+
+
+@pytest.mark.parametrize("layout,v_shape,out_shape", [
+    (lambda x: ops.reshape(x, (24,)), (24,), (24,)),      # a full vector meets the flattened accumulator
+    (lambda x: ops.reshape(x, (24,)), (1,), (24,)),       # a broadcast one
+    (lambda x: ops.permute(x, (1, 0)), (4,), (6, 4)),     # a row vector of the transposed frame
+])
+def test_operands_meeting_a_laid_out_accumulator_are_laid_out_back(layout, v_shape, out_shape):
+    import evt_core
+    rng = np.random.default_rng(0)
+    v = rng.standard_normal(v_shape).astype(np.float32)
+    A, B = rng.integers(-2, 3, (4, 3)).astype(np.float32), rng.integers(-2, 3, (3, 6)).astype(np.float32)
+    t = evt_core.trace(lambda accum, v: {"D": layout(accum) + v},
+                       {"accum": np.empty((4, 6), np.float32), "v": v, "D": np.empty(out_shape, np.float32)})
+    assert not any(n.op in LAYOUT for n in t.nodes())
+    acc = A @ B
+    expect = (acc.reshape(24) if out_shape == (24,) else acc.T) + v
+    np.testing.assert_array_equal(evt_core.interpret(t, A, B, v=v)["D"], expect)
