@@ -59,8 +59,8 @@ def eliminate_layout(tree):
         steps = {p[1] for p in parts if p is not None}
         if len(steps) > 1:
             raise UnsupportedError(f"{describe(node)} combines accumulator values in different layouts "
-                                   f"({' vs '.join(str(_names(s)) for s in steps)}); no node kind can read the "
-                                   "accumulator transposed", node)
+                                   f"({' vs '.join(_layout_text(s, tree.problem) for s in steps)}); no node kind "
+                                   "can read the accumulator with two sets of strides", node)
         (steps,) = steps
         inv = _inverse(steps)
         src = []
@@ -140,8 +140,17 @@ def _apply_shape(shape, steps):
     return tuple(shape)
 
 
-def _names(steps):
-    return [f"{s[0].value}{s[1]}" for s in steps]
+def _layout_text(steps, problem):
+    """'permute(1, 0): strides (1, 4)': the layout ops and the element strides they give the
+    row-major accumulator they start from ('as computed' for none)."""
+    if not steps:
+        return "as computed: row-major strides"
+    from ...bind import view_strides
+    shape = steps[0][2]
+    strides = tuple(int(np.prod(shape[i + 1:])) for i in range(len(shape)))
+    got = view_strides(shape, strides, tuple((op.value, arg) for op, arg, _ in steps))
+    text = " then ".join(f"{op.value}{arg}" for op, arg, _ in steps)
+    return f"{text}: strides {got[1]}" if got else text
 
 
 def _with_view(operand, view):
