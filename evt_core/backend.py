@@ -5,7 +5,6 @@ A backend author subclasses `Backend`, returns a `Kernel` from `compile`, and re
 class from a plugin module; `backends/numpy/plugin.py` is the worked example.
 """
 import abc
-import time
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -79,9 +78,3 @@ class Kernel:
 
     def __repr__(self):
         return f"<Kernel backend={self.backend} outputs={list(self.tree.program.result_names)}>"
-
-
-def timed(fn, *args):
-    t = time.perf_counter()
-    out = fn(*args)
-    return out, time.perf_counter() - t

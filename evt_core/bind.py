@@ -14,7 +14,6 @@ import numpy as np
 
 from .dtypes import DTYPES, dtype_name
 from .errors import DTypeError, ShapeError
-from .tree.ops import AXES
 
 
 @dataclass

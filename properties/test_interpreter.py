@@ -22,7 +22,7 @@ import evt_core
 from evt_core.interpreter.reference import interpret as interpret_any_stage
 from evt_core.tree.outputs import make_tree
 from evt_core.tree.pipeline import PIPELINE, run_pipeline
-from evt_core.tree.verify import TreeValidationError, verify, verify_tree_shape
+from evt_core.tree.verify import verify, verify_tree_shape
 
 from . import reference64
 from .strategies import NP_DTYPES, epilogues, second_problem, ulp

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .graph import Graph, Node
-from .optable import GEMMS, LAYOUT_INTO_GEMM, Kind
+from .optable import GEMMS, Kind
 
 _BIN = {"add": "{0} + {1}", "sub": "{0} - {1}", "mul": "{0} * {1}", "div": "{0} / {1}",
         "rsub": "{1} - {0}", "maximum": "ops.maximum({0}, {1})", "minimum": "ops.minimum({0}, {1})",

@@ -11,7 +11,7 @@ specialised on, never its extents.
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .ops import AXES, ELEMENTWISE, LAYOUT, Op, REDUCTIONS
+from .ops import AXES, LAYOUT, Op, REDUCTIONS
 
 
 class Node:
@@ -147,7 +147,3 @@ def postorder(roots, into_bodies=False):
 
 def accum_axes(batched):
     return frozenset(AXES if batched else AXES[1:])
-
-
-def is_elementwise(op):
-    return op in ELEMENTWISE

@@ -5,7 +5,6 @@ lambdas all work; only the returned names need the source (for `return D, F`), a
 (`return {"D": D}`) needs none, which is what REPL, lambda and generated functions use.
 """
 import ast
-import contextlib
 import contextvars
 import inspect
 import numbers
@@ -17,7 +16,7 @@ from ..dtypes import dtype_name
 from ..errors import EvtError, ShapeError, TraceError
 from ..program import Operand
 from .ir import Node, describe
-from .ops import AXES, Op, REDUCTIONS
+from .ops import Op, REDUCTIONS
 from .shapes import infer_shape
 
 _problem = contextvars.ContextVar("evt_problem", default=None)
@@ -259,13 +258,3 @@ def _own_returns(func):
             yield n
         elif not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
             stack.extend(ast.iter_child_nodes(n))
-
-
-@contextlib.contextmanager
-def tracing(problem):
-    """Context in which ops can be applied (used by tests that build nodes directly)."""
-    token = _problem.set(problem)
-    try:
-        yield
-    finally:
-        _problem.reset(token)

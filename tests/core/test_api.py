@@ -1,6 +1,5 @@
 """The public API as the issue states it: tracing forms, interpret, compile, backends."""
 import numpy as np
-import pytest
 
 import evt_core
 from evt_core import ops

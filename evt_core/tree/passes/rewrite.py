@@ -17,13 +17,3 @@ def rewrite(tree, fn):
         memo[n] = out
         return out
     return tree.replace(roots=tuple(visit(r) for r in tree.roots))
-
-
-def consumers(tree):
-    """node -> list of consumer nodes, counting an operand used twice twice (top level only)."""
-    users = {}
-    for n in tree.nodes():
-        users.setdefault(n, [])
-        for s in n.src:
-            users.setdefault(s, []).append(n)
-    return users
