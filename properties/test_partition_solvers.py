@@ -58,6 +58,18 @@ def test_bnb_bounds_never_exceed_the_optimum(seed, n):
             check_bounds_along_optimum(p)
 
 
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(4, 12))
+def test_bnb_bounds_hold_at_every_prefix_of_every_legal_plan(seed, n):
+    # Cut-so-far + per-node bound + packing (with acyclicity-blocked groups) <= the cost of
+    # every legal plan through that prefix, and no node is blocked from the group it ends in.
+    from tests.partition.test_solver_bounds import check_bounds_along_plan, legal_plans, problems
+    for p in problems(_graph(seed, n)):
+        if p.size <= 7:
+            for cost, label in legal_plans(p):
+                check_bounds_along_plan(p, label, cost)
+
+
 @settings(max_examples=20, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(10, 80))
 def test_local_search_keeps_plans_legal(seed, n):

@@ -11,7 +11,9 @@ from evt_core.partition.random_graphs import random_graph
 from evt_core.partition.solvers.bnb import _Search
 from evt_core.partition.solvers.greedy import solve_greedy
 from evt_core.partition.solvers.local import improve, legal
+from evt_core.partition.solvers.memo import Memo
 from evt_core.partition.solvers.packing import pack_bound
+from evt_core.partition.solvers.precede import blocked_groups
 from evt_core.partition.solvers.state import cost_of
 
 
@@ -38,19 +40,40 @@ def brute_force(p):
 def check_bounds_along_optimum(p) -> None:
     """At every prefix of an optimal plan, cut-so-far + both bounds <= the optimum."""
     opt, label = brute_force(p)
+    check_bounds_along_plan(p, label, opt)
+
+
+def legal_plans(p):
+    """(cost, labels) of every legal plan of p."""
+    for part in set_partitions(list(range(p.size))):
+        label = [0] * p.size
+        for k, grp in enumerate(part):
+            for i in grp:
+                label[i] = k
+        if legal(p, label):
+            yield cost_of(p, part), label
+
+
+def check_bounds_along_plan(p, label, plan_cost) -> None:
+    """At every prefix of the legal plan `label`: cut-so-far + both bounds <= its cost, and
+    no later node is blocked (acyclicity, `blocked_groups`) from the open group it ends in."""
     s = _Search(p, [tuple(range(p.size))], 10**18, None)
     st, ids, cost = s.st, {}, p.fixed_cost
     for k in range(p.size + 1):
         lb, und = s.bound(k)
-        packed = pack_bound(p.size, und, st.grp, st.members, p.forbid, k)
-        assert cost + lb + packed <= opt, (k, cost, lb, packed, opt)
+        packed = pack_bound(p.size, und, st.grp, st.members, p.forbid, k, None, s.blocked)
+        assert cost + lb + packed <= plan_cost, (k, cost, lb, packed, plan_cost)
+        assert s.blocked == blocked_groups(p, st, k)
+        for x in range(k, p.size):
+            if label[x] in ids:
+                assert not s.blocked[x] >> ids[label[x]] & 1, (k, x)
         if k == p.size:
             break
         gain = st.gains(k)
         grp = ids.setdefault(label[k], len(ids))
         st.join(k, grp)
         cost += s.total_in[k] - gain.get(grp, 0)
-    assert cost == opt
+    assert cost == plan_cost
 
 
 @pytest.mark.parametrize("seed", range(25))
@@ -59,6 +82,30 @@ def test_bounds_never_exceed_the_optimum(seed):
     for p in problems(random_graph(rng, rng.randint(6, 14))):
         if p.size <= 8:
             check_bounds_along_optimum(p)
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_bounds_hold_along_every_legal_plan(seed):
+    # Stronger than along an optimum: the bounds at a prefix bound every completion of it.
+    rng = random.Random(500 + seed)
+    for p in problems(random_graph(rng, rng.randint(6, 12))):
+        if p.size <= 7:
+            for cost, label in legal_plans(p):
+                check_bounds_along_plan(p, label, cost)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_memo_and_deepening_do_not_change_the_optimum(seed, monkeypatch):
+    # Same optimum with the dominance memo switched off (lookup never prunes, record no-op).
+    rng = random.Random(900 + seed)
+    g = random_graph(rng, rng.randint(20, 45))
+    with_memo = P.partition(g, cache=None, time_limit=20)
+    monkeypatch.setattr(Memo, "lookup", lambda self, *a: (False, None))
+    monkeypatch.setattr(Memo, "prunes", lambda self, *a: False)
+    monkeypatch.setattr(Memo, "record", lambda self, *a: None)
+    without = P.partition(g, cache=None, time_limit=20)
+    with_memo.check()
+    assert with_memo.optimal and without.optimal and with_memo.cost == without.cost
 
 
 @pytest.mark.parametrize("seed", range(25))
@@ -94,3 +141,11 @@ def test_benchmark_graph_that_used_to_time_out_is_proved():
     plan = P.partition(g, cache=None, time_limit=30)
     plan.check()
     assert plan.optimal and plan.cost <= 394624
+
+
+def test_benchmark_graph_n200_seed0_is_proved():
+    # Unproved within 10 s before the dominance memo and target deepening (bench notes).
+    g = random_graph(random.Random(200 * 1000 + 0), 200)
+    plan = P.partition(g, cache=None, time_limit=60)
+    plan.check()
+    assert plan.optimal and plan.cost == 673920

@@ -12,26 +12,41 @@ set partition is visited once (groups are named by their first member). Pruning:
     it keeps at most a pairwise-compatible set of producers. Each edge is counted at its head.
   - path packing (`packing.py`) over the in-edges of the nodes whose term above is 0: paths
     between two placed groups, or between forbidden pairs, each need a cut edge.
-  The packing is only computed when the cheap part does not prune already.
+  The packing is only computed when the cheap part does not prune already. Both parts also
+  use the groups a node can never join without a quotient cycle (`precede.py`).
+* dominance (`memo.py`): states the future cannot tell apart (same relevant groups, their
+  forbidden future nodes and reachability) are searched once per cost level.
 
 The incumbent is the greedy plan improved by local search (`local.py`); every new leaf is
-improved the same way. Children are tried heaviest-gain first, so good plans come early and
-the rest of the search is the proof."""
+improved the same way. Children are bounded first and searched cheapest (cost + bound)
+first. With a time limit, a short dive below the incumbent finds good plans; then the search
+deepens from the root bound (`_Search.deepen`): a plan under a target that the previous round
+proved out of reach is optimal, and low targets prune far more than the incumbent."""
 from __future__ import annotations
 
 import sys
 import time
+from functools import reduce
 from itertools import combinations
+from math import gcd
 
 from ..problem import Problem, bits
 from .greedy import _groups, solve_greedy
 from .local import improve
+from .memo import Memo
 from .packing import pack_bound
+from .precede import blocked_groups
 from .state import Solution, State, cost_of, split_connected
 
 
 class _Timeout(Exception):
     pass
+
+
+# Share of a time limit spent searching below the incumbent before deepening from the root
+# bound: deepening proves more, but finds plans only in its last round, so without a dive a
+# timed-out solve would return little better than the local-search incumbent.
+DIVE_SHARE = 0.1
 
 
 def solve_bnb(p: Problem, time_limit: float | None = None) -> Solution:
@@ -43,8 +58,10 @@ def solve_bnb(p: Problem, time_limit: float | None = None) -> Solution:
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, 4 * p.size + 200))
     try:
-        search.rec(0, 0)
-        proved = True
+        proved = time_limit is not None and search.dive(DIVE_SHARE * time_limit)
+        if not proved:
+            search.deepen()
+            proved = True
     except _Timeout:
         proved = False
     finally:
@@ -66,6 +83,47 @@ class _Search:
             self.adj[v] |= 1 << u
         self.total_in = [sum(w for _, w in ins) for ins in self.st.in_w]
         self.static_loss = [self._static_loss(v) for v in range(p.size)]
+        self.memo = Memo(p, self.adj)
+
+    def dive(self, seconds: float) -> bool:
+        """Plain branch-and-bound below the incumbent for at most `seconds`; True if it
+        finished (a proof). On a stop the state is reset; memo entries stay valid."""
+        deadline, self.deadline = self.deadline, time.perf_counter() + seconds
+        if deadline is not None:
+            self.deadline = min(self.deadline, deadline)
+        try:
+            self.rec(0, 0)
+            return True
+        except _Timeout:
+            if deadline is not None and time.perf_counter() > deadline:
+                raise
+            self.st = State(self.p)
+            return False
+        finally:
+            self.deadline = deadline
+
+    def deepen(self) -> None:
+        """Iterative deepening on the target: search for plans cheaper than T = lb + step,
+        starting from the root bound lb, before searching below the incumbent itself.
+        A low target prunes far more, and the first plan found under a target that the
+        previous round proved out of reach is (after the same search finishes) optimal.
+        Invariant: every plan costs >= lb; self.best_cost is the pruning threshold, equal
+        to the incumbent's cost unless a round with a lower target is running. The memo
+        carries over between rounds (see memo.py)."""
+        inc_cost, inc_groups = self.best_cost, self.best_groups
+        lb, und = self.bound(0)
+        st = self.st
+        lb += pack_bound(self.p.size, und, st.grp, st.members, self.p.forbid, 0, None, self.blocked)
+        unit = reduce(gcd, (w for _, _, w in self.p.edges), 0) or 1   # costs are multiples
+        while lb < inc_cost:
+            step = max(unit, (inc_cost - lb) // 8 // unit * unit)
+            target = min(lb + step, inc_cost)
+            self.best_cost = target
+            self.rec(0, 0)
+            if self.best_cost < target:              # found a plan under target: optimal
+                return
+            lb = target                              # no plan costs < target
+        self.best_cost, self.best_groups = inc_cost, inc_groups
 
     def _static_loss(self, v: int) -> int:
         """In-bytes of v cut in any plan: v keeps at most a pairwise-compatible producer set."""
@@ -83,8 +141,10 @@ class _Search:
     def bound(self, k: int) -> tuple[int, list]:
         """(per-node bound, undecided edges it did not charge). Invariant: the bound counts
         only in-edges of nodes >= k, and every such node with a positive term has all its
-        in-edges charged, so the path packing over the uncharged ones adds to it."""
+        in-edges charged, so the path packing over the uncharged ones adds to it. Side effect:
+        self.blocked = blocked_groups(p, st, k), which the packing reuses."""
         st, forbid, lb = self.st, self.p.forbid, 0
+        self.blocked = blocked = blocked_groups(self.p, st, k)
         und = []
         for v in range(k, self.p.size):
             if not st.in_w[v]:
@@ -97,8 +157,9 @@ class _Search:
                     free += w
                 else:
                     per[s] = per.get(s, 0) + w
+            blk = blocked[v]
             for s, w in per.items():
-                if w > best and not forbid[v] & st.members[s]:
+                if w > best and not forbid[v] & st.members[s] and not blk >> s & 1:
                     best = w
             L = max(self.total_in[v] - best - free, self.static_loss[v])
             if L > 0:
@@ -108,25 +169,64 @@ class _Search:
         return lb, und
 
     def rec(self, k: int, cost: int) -> None:
+        """Search the state at depth k (nodes < k placed) entered at cost `cost`."""
+        self._tick()
+        st = self.st
+        pruned, key = self.memo.lookup(k, cost, self.best_cost, st.grp, st.members, st.reach)
+        if pruned:
+            return
+        if cost + self._lower(k, cost) < self.best_cost:
+            self._expand(k, cost)
+        self.memo.record(key, self.best_cost - cost)   # not reached on timeout
+
+    def _tick(self) -> None:
         self.explored += 1
         if self.deadline is not None and self.explored % 16 == 0 and time.perf_counter() > self.deadline:
             raise _Timeout
+
+    def _lower(self, k: int, cost: int) -> int:
+        """A lower bound on the future cost of the current state; once it reaches the room
+        left under the threshold the packing stops (any value >= room prunes)."""
+        st = self.st
         lb, und = self.bound(k)
         room = self.best_cost - cost - lb             # bytes the packing must find to prune
+        if room <= 0:
+            return lb
+        return lb + pack_bound(self.p.size, und, st.grp, st.members, self.p.forbid, k, room,
+                               self.blocked)
+
+    def _expand(self, k: int, cost: int) -> None:
+        """Leaf, or branch on node k's group. Children are bounded first and searched in
+        order of cost + bound (ties: heaviest gain first), so good plans come early. On
+        return, every completion of this state costs >= self.best_cost (the threshold at
+        exit); each child's memo entry is recorded on the same terms."""
         st = self.st
-        if room <= 0 or pack_bound(self.p.size, und, st.grp, st.members, self.p.forbid, k, room) >= room:
-            return
         if k == self.p.size:
             groups = improve(self.p, _groups(st.grp))
             self.best_cost, self.best_groups = cost_of(self.p, groups) - self.p.fixed_cost, groups
             return
-        gains = st.gains(k)
-        for s in self._candidates(k, gains):
+        gains, kids = st.gains(k), []
+        for rank, s in enumerate(self._candidates(k, gains)):
             if s < len(st.members) and not st.can_join(k, s):
                 continue
+            c = cost + self.total_in[k] - gains.get(s, 0)
             token = st.join(k, s)
-            self.rec(k + 1, cost + self.total_in[k] - gains.get(s, 0))
+            self._tick()
+            pruned, key = self.memo.lookup(k + 1, c, self.best_cost, st.grp, st.members, st.reach)
+            if not pruned:
+                est = c + self._lower(k + 1, c)
+                if est >= self.best_cost:
+                    self.memo.record(key, self.best_cost - c)
+                else:
+                    kids.append((est, rank, s, c, key))
             st.undo(token)
+        kids.sort()
+        for est, _, s, c, key in kids:
+            if est < self.best_cost and not self.memo.prunes(key, c, self.best_cost):
+                token = st.join(k, s)
+                self._expand(k + 1, c)
+                st.undo(token)
+            self.memo.record(key, self.best_cost - c)
 
     def _candidates(self, v: int, gains: dict[int, int]) -> list[int]:
         """Open groups v could end up connected to, heaviest gain first, and a new group."""
