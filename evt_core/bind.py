@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .dtypes import DTYPES, dtype_name
-from .errors import DTypeError, ShapeError
+from .errors import DTypeError, ShapeError, UnsupportedError
 
 
 @dataclass
@@ -190,9 +190,9 @@ def bind(program, A, B, inputs, alloc, fill=None):
             raise ShapeError(f"input {op.name!r} has shape {tuple(x.shape)} but the tree expects {want} "
                              f"(dims {op.dims} at (L, M, N) = {(L, M, N)})")
         st = frame_strides(op, x, f"input {op.name!r}")
-        if st is None:   # a reshape of a non-contiguous array: bind a contiguous copy
-            x = _contiguous(x, f"input {op.name!r}")
-            st = frame_strides(op, x, f"input {op.name!r}")
+        if st is None:   # a reshape no strides can express: bind the frame-shaped copy
+            x = _frame_copy(x, op, f"input {op.name!r}")
+            st = frame_strides(_FRAME_VIEW, x, f"input {op.name!r}")
         bound_in.append(Tensor(x, st))
     scalars = []
     for name in program.scalars:
@@ -221,19 +221,61 @@ def _allocate(op, ext, alloc, poison):
         strides[d] = step
         step *= shape[d]
     arr = alloc(shape, op.dtype, tuple(strides))
+    st = frame_strides(op, arr, f"output {op.name!r}")
+    if st is None:   # the example's dim order cannot carry the view: row-major always can
+        arr = alloc(shape, op.dtype, _row_major(shape))
+        st = frame_strides(op, arr, f"output {op.name!r}")
+    if st is None:   # pragma: no cover - a row-major array reshapes without a copy
+        raise UnsupportedError(f"output {op.name!r}: its layout {op.view} cannot be written through strides; "
+                               "return the value in the accumulator's layout and reshape it afterwards")
     if poison is not None:
         poison(arr, float("nan"))
-    st = frame_strides(op, arr, f"output {op.name!r}")
     return Tensor(arr, st)
 
 
-def _contiguous(x, what):
-    """A reshape of a non-contiguous array needs a copy: NumPy arrays get one; device arrays
-    are refused, since a hidden device copy would be a surprise in a fused kernel's call."""
-    if isinstance(x, np.ndarray):
-        return np.ascontiguousarray(x)
-    raise ShapeError(f"{what} has strides {tuple(x.strides)} that the traced reshape cannot view without a copy; "
-                     "pass a contiguous array")
+def _row_major(shape):
+    strides, step = [0] * len(shape), 1
+    for d in reversed(range(len(shape))):
+        strides[d] = step
+        step *= shape[d]
+    return tuple(strides)
+
+
+class _FrameView:
+    """The view of an array already in the (L, M, N) frame."""
+    view = ()
+
+
+_FRAME_VIEW = _FrameView()
+
+
+def _frame_copy(x, op, what):
+    """The input laid out in the (L, M, N) frame, for a layout that strides cannot express
+    (a reshape of a permuted or otherwise non-contiguous array). NumPy arrays get the copy,
+    made by applying the traced layout ops themselves; device arrays are refused, since a
+    hidden device copy would be a surprise in a fused kernel's call."""
+    if not isinstance(x, np.ndarray):
+        raise ShapeError(f"{what} has shape {tuple(x.shape)} and strides {tuple(x.strides)} that the traced "
+                         f"layout {op.view} cannot view without a copy; pass a contiguous array, or apply the "
+                         "layout ops to it before the call and trace with the result")
+    y = x
+    for kind, arg in op.view:
+        if kind == "pad":
+            y = y.reshape((1,) * arg + y.shape)
+        elif kind == "broadcast":
+            y = np.broadcast_to(y, tuple(arg))
+        elif kind == "permute":
+            y = y.transpose(arg)
+        elif kind == "reshape":
+            y = y.reshape(_resolve(arg, y.size))
+        elif kind == "place":   # dim d to frame position arg[d]; unit dims fill the rest
+            rest = iter(range(y.ndim, 3))
+            y = y.reshape(y.shape + (1,) * (3 - y.ndim))
+            src = [None] * 3
+            for d, p in enumerate(arg):
+                src[p] = d
+            y = y.transpose([d if d is not None else next(rest) for d in src])
+    return np.ascontiguousarray(y)
 
 
 def numpy_alloc(shape, dtype, strides):

@@ -96,8 +96,18 @@ class Program:
         return hashlib.sha256(_canonical(self).encode()).hexdigest()[:32]
 
     def spans(self, operand):
-        """(spans L, spans M, spans N) of an input/output operand."""
-        return tuple(a in operand.dims for a in AXES)
+        """(spans L, spans M, spans N) of an input/output operand: whether its frame stride on
+        each problem axis can be nonzero, so whether a kernel must index it along that axis.
+
+        Dims that name problem axes say so directly. A reshaped operand has literal extents in
+        its dims ((2, 3, 512, 256) for a (6, 512, 256) frame), which name no axis; its program
+        is specialised on the traced problem, so its traced shape pushed through its view gives
+        the frame strides exactly. Spanning more axes than needed is always correct (a zero
+        stride reads or writes the same element); spanning fewer is a wrong result."""
+        named = tuple(a in operand.dims for a in AXES)
+        if all(isinstance(d, str) or d == 1 for d in operand.dims):
+            return named
+        return tuple(a or b for a, b in zip(named, _view_spans(operand)))
 
     def describe(self):
         """Readable listing, one instruction per line (used in error notes and dumps)."""
@@ -132,3 +142,22 @@ def _canonical(x):
     if hasattr(x, "__dataclass_fields__"):
         return type(x).__name__ + _canonical(tuple((k, getattr(x, k)) for k in x.__dataclass_fields__))
     return repr(x)
+
+
+def _view_spans(operand):
+    """Spans of an operand with literal extents, from its traced shape and view (all axes when
+    the view cannot be evaluated: over-indexing is safe)."""
+    from .bind import view_strides
+    shape = tuple(operand.example_shape)
+    if len(shape) != len(operand.dims):
+        return (True, True, True)
+    order = operand.order or tuple(range(len(shape)))
+    strides, step = [0] * len(shape), 1
+    for d in reversed(order):
+        strides[d] = step
+        step *= max(shape[d], 1)
+    got = view_strides(shape, tuple(strides), operand.view)
+    if got is None:
+        return (True, True, True)
+    return tuple(s != 0 for s in got[1])
+

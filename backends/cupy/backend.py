@@ -81,7 +81,7 @@ class CupyRunner:
         from .codegen.plan import N_BROADCAST, N_UNIT_PAIR, Spec
         p = self.program
         dt = "float16"
-        cls = lambda ops: tuple(N_UNIT_PAIR if "N" in o.dims else N_BROADCAST for o in ops)  # noqa: E731
+        cls = lambda ops: tuple(N_UNIT_PAIR if p.spans(o)[2] else N_BROADCAST for o in ops)  # noqa: E731
         spec = Spec(dt, "sm80" if self.options["mainloop"] == "sm80" else "sm90",
                     "async" if self.options["mainloop"] == "sm80" else "tma",
                     "async" if self.options["mainloop"] == "sm80" else "tma", False, p.batched, p.batched,

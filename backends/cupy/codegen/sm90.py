@@ -140,7 +140,7 @@ def _store(program, spec, o, x, y, src):
     """TMA store of staged output slot o's 64 x 64 panel at column x, row y."""
     k = tma_outputs(spec)[o]
     tm = "tmD" if o == 0 else f"tmD{o}"
-    if program.batched and "L" in program.outputs[k].dims:
+    if program.batched and program.spans(program.outputs[k])[0]:
         return f"evt_tma_store_3d(&{tm}, {x}, {y}, l, {src});"
     return f"evt_tma_store_2d(&{tm}, {x}, {y}, {src});"
 
@@ -166,7 +166,7 @@ def _aux_producer(program, spec, cfg, off):
     aph = "(u32)((it >> 1) & 1)" if cfg.pingpong else "(u32)(it & 1)"
     loads = []
     for x, k in enumerate(spec.aux_tma):
-        batched = program.batched and "L" in program.inputs[k].dims
+        batched = program.batched and program.spans(program.inputs[k])[0]
         ld = _tma_load(f"tmX{x}", batched, f"xb + {x * per} + (h * {panels} + c) * 8192", "n0 + 64 * c",
                        "m0 + 64 * h", "afb")
         loads.append(f"            for (int h = 0; h < {mh}; ++h) for (int c = 0; c < {panels}; ++c) {ld}")

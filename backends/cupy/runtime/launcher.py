@@ -122,12 +122,12 @@ class CompiledKernel:
             sL, sM, _ = b.outputs[k].strides
             op = self.program.outputs[k]
             tds.append((k, op.dtype, (b.N, b.M, b.L), (sM * 2, sL * 2), (64, 64, 1))
-                       if self.program.batched and "L" in op.dims else (k, op.dtype, (b.N, b.M), (sM * 2,), (64, 64)))
+                       if self.program.batched and self.program.spans(op)[0] else (k, op.dtype, (b.N, b.M), (sM * 2,), (64, 64)))
         txs = []                 # aux_tma: the inputs' maps, 64 x 64 boxes, 128B swizzle
         for k in spec.aux_tma:
             t, op = b.inputs[k], self.program.inputs[k]
             sL, sM, _ = t.strides
-            if self.program.batched and "L" in op.dims:
+            if self.program.batched and self.program.spans(op)[0]:
                 txs.append(tensor_map(t.array.ptr, op.dtype, (b.N, b.M, b.L), (sM * 2, sL * 2), (64, 64, 1)))
             else:
                 txs.append(tensor_map(t.array.ptr, op.dtype, (b.N, b.M), (sM * 2,), (64, 64)))
