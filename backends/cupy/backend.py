@@ -149,7 +149,7 @@ class CupyRunner:
         kernel = self._select(spec, bound)
         prepared = kernel.prepare(bound)
         made = alloc.made
-        prepared.fire([a.ptr for a in made])
+        prepared.fire([a.ptr for a in made], side)
         self.last = kernel
         if sig is not None:
             if len(self._plans) > 64:
@@ -193,7 +193,7 @@ class _FastPlan:
         if poison:
             for a in made:
                 alloc.fill(a, float("nan"))
-        self.prepared.fire([a.ptr for a in made])
+        self.prepared.fire([a.ptr for a in made], self.side)
         return {n: alloc.result(made[i]) for n, i in self.names}
 
 

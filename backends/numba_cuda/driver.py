@@ -6,50 +6,19 @@ slots. Modules are loaded from the cubins `build.py` produced (cached on disk), 
 never imports numba at all for numpy/CuPy/torch inputs.
 """
 import ctypes
-import threading
 
-from evt_core.errors import BackendUnavailableError, KernelCompileError
+from ..gpu import cuda
 
-_lib = None
-_lock = threading.Lock()
 MAX_DYNAMIC_SHARED = 8      # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 
 
-class DriverError(KernelCompileError):
+class DriverError(cuda.DriverError):
     def __init__(self, call, code):
-        name = ctypes.c_char_p()
-        if _lib is not None:
-            _lib.cuGetErrorName(code, ctypes.byref(name))
-        super().__init__("numba_cuda", call, f"CUDA driver returned {code} ({(name.value or b'?').decode()})")
+        super().__init__(call, code, "numba_cuda")
 
 
 def lib():
-    """libcuda with a current context (the device's primary context, shared with numba, CuPy
-    and torch). Raises BackendUnavailableError when there is no driver or no device."""
-    global _lib
-    with _lock:
-        if _lib is None:
-            try:
-                cu = ctypes.CDLL("libcuda.so.1")
-            except OSError as e:
-                raise BackendUnavailableError(f"numba_cuda: no CUDA driver (libcuda.so.1): {e}") from None
-            _lib = cu
-            if cu.cuInit(0):
-                _lib = None
-                raise BackendUnavailableError("numba_cuda: cuInit failed: no usable CUDA GPU")
-        _ensure_context(_lib)
-        return _lib
-
-
-def _ensure_context(cu):
-    ctx = ctypes.c_void_p()
-    cu.cuCtxGetCurrent(ctypes.byref(ctx))
-    if ctx.value:
-        return
-    dev = ctypes.c_int()
-    _check("cuDeviceGet", cu.cuDeviceGet(ctypes.byref(dev), 0))
-    _check("cuDevicePrimaryCtxRetain", cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev))
-    _check("cuCtxSetCurrent", cu.cuCtxSetCurrent(ctx))
+    return cuda.lib("numba_cuda")
 
 
 def _check(call, code):
@@ -121,6 +90,6 @@ class DeviceBuffer:
                                                       ctypes.c_size_t(host.nbytes)))
 
     def __del__(self):
-        if _lib is not None and getattr(self, "ptr", 0):
-            _lib.cuMemFree_v2(ctypes.c_uint64(self.ptr))
+        if cuda._lib is not None and getattr(self, "ptr", 0):
+            cuda._lib.cuMemFree_v2(ctypes.c_uint64(self.ptr))
             self.ptr = 0

@@ -12,6 +12,7 @@ import numpy as np
 from evt_core.bind import bind
 from evt_core.errors import UnsupportedError
 
+from ..gpu import streams
 from . import arrays, build, driver
 from .finish import THREADS as FINISH_THREADS, finish_source
 from .kernel_mma import MMA_TILE, mma_source
@@ -34,6 +35,7 @@ class Runner:
         self._ws = {}
         self._plans = {}      # call signature -> _Plan (bind's checks passed for it once)
         self.stages = {}
+        self._order = streams.WorkspaceOrder()   # one call at a time; workspaces across streams
 
     # ---- compile ----------------------------------------------------------------------------
 
@@ -80,6 +82,10 @@ class Runner:
     # ---- run --------------------------------------------------------------------------------
 
     def __call__(self, A, B, inputs):
+        with self._order.lock:
+            return self._call(A, B, inputs)
+
+    def _call(self, A, B, inputs):
         side = arrays.side_of(A)
         if side is None:
             raise UnsupportedError(f"A must be a NumPy array or a CUDA array, got {type(A).__name__}")
@@ -105,16 +111,21 @@ class Runner:
         variant = self.variant(b)
         fns = self.function(variant)
         grid, block = self._launch_shape(b, variant)
-        ws = self._workspaces(b, grid)
+        stream = 0 if simulator() else streams.current_stream(side)
+        if self.p.reductions and not simulator():
+            self._order.before(stream)
+        ws = self._workspaces(b, grid, stream)
         values += [v for w in ws for v in (w["ptr"], w["wm"], w["wn"])]
-        self._launch(fns["main"], grid, block, values)
+        self._launch(fns["main"], grid, block, values, stream)
         if self.p.reductions:
             fv = [b.L, b.M, b.N]
             for w, t in zip(ws, b.reductions):
                 fv += [w["ptr"], w["pl"], w["pm"], w["pn"], w["wm"], w["wn"], mirrors.ptr(t.array, True)]
                 fv += list(t.strides)
             count = max(w["count"] for w in ws)
-            self._launch(fns["finish"], (math.ceil(count / FINISH_THREADS), 1, 1), (FINISH_THREADS, 1, 1), fv)
+            self._launch(fns["finish"], (math.ceil(count / FINISH_THREADS), 1, 1), (FINISH_THREADS, 1, 1), fv, stream)
+            if not simulator():
+                self._order.after(stream)
         mirrors.download()
         return {k: arrays.result_object(v, side) for k, v in b.result.items()}
 
@@ -134,7 +145,7 @@ class Runner:
         t = SIM_TILING if simulator() else GPU_TILING
         return (math.ceil(b.N / t.BN), math.ceil(b.M / t.BM), b.L), (t.threads, 1, 1)
 
-    def _workspaces(self, b, grid):
+    def _workspaces(self, b, grid, stream=0):
         """fp32 workspace per reduction, shaped (WL, WM, WN): a kept axis at full extent, a reduced
         axis at one slot (atomic) or one slot per CTA along it (deterministic)."""
         out = []
@@ -153,7 +164,7 @@ class Runner:
                 if simulator():
                     buf[:n] = np.array([bits], np.uint32).view(np.float32)[0]
                 else:
-                    driver.memset32(buf.ptr, bits, n)
+                    driver.memset32(buf.ptr, bits, n, stream)
             count = (1 if "L" in o else b.L) * (1 if "M" in o else b.M) * (1 if "N" in o else b.N)
             out.append(dict(ptr=buf if simulator() else buf.ptr, pl=pl, pm=pm, pn=pn, wm=wm, wn=wn, count=count))
         return out
@@ -165,11 +176,11 @@ class Runner:
             self._ws[k] = have
         return have
 
-    def _launch(self, fn, grid, block, values):
+    def _launch(self, fn, grid, block, values, stream=0):
         if simulator():
             fn[grid, block](*values)
         else:
-            fn.launch(grid, block, values)
+            fn.launch(grid, block, values, stream)
 
 
 def _signature(side, va, vb, vin):

@@ -12,6 +12,7 @@ from evt_core.errors import KernelCompileError
 
 from ..codegen.epilogue import arg_layout
 from ..codegen.plan import ALL, COL, ELEM, ROW, reduction_kind, row_block, tma_outputs
+from ...gpu import streams
 from . import fast_launch
 from .tensormap import dummy_map, tensor_map
 
@@ -38,6 +39,7 @@ class CompiledKernel:
         self.threads = 384 if spec.mainloop == "sm90" else 32 * cfg.warps_m * cfg.warps_n
         self.num_sms = cp.cuda.Device().attributes["MultiProcessorCount"]
         self._ws = None
+        self.order = streams.WorkspaceOrder()
 
     # ---- launch geometry ----
     def _geometry(self, b):
@@ -152,12 +154,23 @@ class Prepared:
         self.k, self.vals, self.out_pos, self.tiles, self.maps, self.max_elems = k, vals, out_pos, tiles, maps, max_elems
         self._fast = {}
 
-    def fire(self, out_ptrs):
-        """out_ptrs: the plain outputs' pointers, then the reduction outputs'."""
+    def fire(self, out_ptrs, side="cupy"):
+        """out_ptrs: the plain outputs' pointers, then the reduction outputs'. Launches on the
+        caller's current stream (torch's for torch tensors, else CuPy's); one call at a time
+        per compiled kernel, and the reduction workspace ordered across streams (gpu.streams)."""
+        stream = streams.current_stream("torch" if side == "torch" else "cupy")
+        order = self.k.order
+        with order.lock:
+            if self.k.program.reductions:
+                order.before(stream)
+            self._fire(out_ptrs, stream)
+            if self.k.program.reductions:
+                order.after(stream)
+
+    def _fire(self, out_ptrs, stream):
         key = tuple(out_ptrs)
         fast = self._fast.get(key)
         if fast is not None:
-            stream = fast_launch.current_stream()
             for launch in fast:
                 fast_launch.launch(launch, stream)
             return
@@ -179,8 +192,10 @@ class Prepared:
             plan.append((k.main, self.tiles, k.threads, k.smem, (args,)))
         if has_reds:
             plan.append((k.finish, k._small_grid(self.max_elems), 256, 0, (args,)))
+        import cupy as cp
+        cp_stream = cp.cuda.ExternalStream(stream) if stream else cp.cuda.Stream.null
         for fn, grid, block, smem, params in plan:
-            fn((grid,), (block,), params, shared_mem=smem)
+            fn((grid,), (block,), params, shared_mem=smem, stream=cp_stream)
         if fast_launch.enabled():
             built = fast_launch.build(plan)
             if built is not None:

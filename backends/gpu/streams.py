@@ -1,0 +1,51 @@
+"""Kernels run on the caller's current stream, and calls of one kernel on several streams or
+threads stay correct.
+
+A compiled kernel keeps one device workspace for its reductions (and the numba backend one
+set of launch-parameter slots), reused by every call. Calls on one stream are ordered by the
+stream; calls on two streams are not, so `WorkspaceOrder` makes a call on a stream other than
+the previous call's wait (on the GPU, not the host) for the event recorded after that call.
+The per-kernel lock (held by the caller around bind, launch and `after`) makes the host side
+one call at a time, so the event and the slots are never written by two threads at once.
+"""
+import ctypes
+import threading
+
+from . import cuda
+
+_EVENT_DISABLE_TIMING = 0x2
+
+
+def current_stream(side):
+    """The handle of the caller's current stream for arrays of `side` ('torch', 'cupy'; 0, the
+    legacy default stream, for NumPy and numba arrays)."""
+    if side == "torch":
+        import torch
+        return torch.cuda.current_stream().cuda_stream
+    if side == "cupy":
+        import cupy
+        return cupy.cuda.get_current_stream().ptr
+    return 0
+
+
+class WorkspaceOrder:
+    """Orders the calls that share one workspace across streams (see the module docstring)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self._event = None
+        self._stream = None
+
+    def before(self, stream):
+        if self._stream is not None and self._stream != stream:
+            cuda.check("cuStreamWaitEvent", cuda.lib().cuStreamWaitEvent(
+                ctypes.c_void_p(stream), self._event, ctypes.c_uint(0)))
+
+    def after(self, stream):
+        cu = cuda.lib()
+        if self._event is None:
+            ev = ctypes.c_void_p()
+            cuda.check("cuEventCreate", cu.cuEventCreate(ctypes.byref(ev), ctypes.c_uint(_EVENT_DISABLE_TIMING)))
+            self._event = ev
+        cuda.check("cuEventRecord", cu.cuEventRecord(self._event, ctypes.c_void_p(stream)))
+        self._stream = stream
