@@ -89,6 +89,15 @@ def larger_problems(draw, case, count):
             for _ in range(count)]
 
 
+def record_checks(backend, count):
+    """Add `count` checked calls of `backend` to $EVT_COUNT_DIR (one file per process, summed by
+    scripts/gpu_suite.sh), so a run reports how many examples it really compared."""
+    where = os.environ.get("EVT_COUNT_DIR")
+    if where and count:
+        with open(os.path.join(where, f"checks-{os.getpid()}.txt"), "a") as f:
+            f.write(f"{backend} {count}\n")
+
+
 def check_conformance(backend, case, problems):
     """Compile `case` for `backend` once; at each problem compare with the interpreter."""
     note(case.note())
@@ -101,6 +110,7 @@ def check_conformance(backend, case, problems):
         except UnsupportedError as e:
             event(f"unsupported by {backend}: {str(e)[:80]}")
             return
+        checked = 0
         for i, problem in enumerate(problems):
             L, M, N, K, seed = problem
             A, B, inputs = (case.A, case.B, case.inputs) if i == 0 else case.arrays_at(L, M, N, K, seed=seed)
@@ -119,6 +129,8 @@ def check_conformance(backend, case, problems):
             for name, _, dtype, kind, _ in case.spec.outputs:
                 assert_close(np.asarray(got[name]), want[name], dtype, f"{backend}: output {name!r} ({kind})",
                              K=K, bound=2 * oracle.bounds[name], note=where)
+            checked += 1
+    record_checks(backend, checked)
 
 
 def _traced_problem(case):

@@ -25,6 +25,11 @@ run_launch_probe() {   # host cost per call of tiny problems -> launch.txt
 # EVT_BENCH_SECONDS, default 280, the benchmark's own budget, killed 45 s after that). The
 # conformance suite compiles one kernel per tree, so it runs EVT_GPU_TREES (default 6) trees per
 # backend here; a dedicated run of `pytest -m gpu properties` under HYPOTHESIS_PROFILE=gpu does 300.
+# Then the differential stage (run_differential): the conformance property at scale, >= 10,000
+# checked examples per GPU backend (EVT_DIFF_SHARDS x EVT_DIFF_TREES trees, each at
+# 1 + EVT_DIFF_SIZES problems; EVT_DIFF_SECONDS limit), counted into differential.txt;
+# EVT_DIFFERENTIAL=0 skips it (and runs the property at the small scale with the tests).
+# EVT_BENCH=0 skips the benchmark.
 # Exit status: 0 only if every stage passed.
 set -u
 cd "$(dirname "$0")/.."
@@ -64,7 +69,9 @@ EOF
 cat "$OUTDIR/env.txt" >&2
 
 test_paths=""
-for p in tests/gpu properties; do [ -e "$p" ] && test_paths="$test_paths $p"; done
+# the conformance property runs at scale in its own stage (run_differential) unless turned off
+for p in tests/gpu; do [ -e "$p" ] && test_paths="$test_paths $p"; done
+[ "${EVT_DIFFERENTIAL:-1}" = "0" ] && [ -e properties ] && test_paths="$test_paths properties"
 set -o pipefail
 
 run_tests() {   # $1: where the pytest output goes besides the log ("tee" or "quiet")
@@ -80,6 +87,23 @@ run_tests() {   # $1: where the pytest output goes besides the log ("tee" or "qu
   local rc=$?
   [ "$1" = tee ] && tail -n 60 "$OUTDIR/gpu-tests.log"
   return $rc
+}
+
+run_differential() {   # >= 10,000 checked examples per GPU backend -> differential.txt
+  local secs="${EVT_DIFF_SECONDS:-240}" counts="$OUTDIR/.counts"
+  rm -rf "$counts"; mkdir -p "$counts"
+  stage "differential: ${EVT_DIFF_SHARDS:-8} shards x ${EVT_DIFF_TREES:-10} trees x (1 + ${EVT_DIFF_SIZES:-130}) problems per backend (limit ${secs} s)"
+  # shellcheck disable=SC2086
+  EVT_POISON=1 HYPOTHESIS_PROFILE=gpu EVT_COUNT_DIR="$counts" EVT_GPU_SHARDS="${EVT_DIFF_SHARDS:-8}" \
+    EVT_GPU_TREES="${EVT_DIFF_TREES:-10}" EVT_SIZES_PER_TREE="${EVT_DIFF_SIZES:-130}" \
+    timeout -s INT -k 15 "$secs" python3 -m pytest -m gpu $XDIST properties/test_backend_conformance.py -q -rs \
+    --hypothesis-show-statistics -p no:cacheprovider > "$OUTDIR/differential.log" 2>&1
+  local rc=$?
+  { echo "differential run $(date -u +%Y-%m-%dT%H:%MZ), pytest exit $rc"; tail -n 3 "$OUTDIR/differential.log";
+    cat "$counts"/*.txt 2>/dev/null | awk '{n[$1] += $2} END {for (b in n) print "checked examples", b, n[b]}'; } \
+    > "$OUTDIR/differential.txt"
+  cat "$OUTDIR/differential.txt" >&2
+  [ $rc -eq 0 ] || { stage "differential FAILED or stopped (exit $rc)"; status=1; }
 }
 
 report_tests() {
@@ -108,7 +132,8 @@ run_launch_probe() {   # host cost per call of tiny problems -> launch.txt
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU" || true)
 if [ "${EVT_SPLIT_GPUS:-1}" != "0" ] && [ "${ngpu:-0}" -ge 2 ]; then
   stage "split mode: tests on GPU 1, benchmark on GPU 0"
-  (export CUDA_VISIBLE_DEVICES=1; run_tests quiet; echo $? > "$OUTDIR/.tests_rc"; run_launch_probe) &
+  (export CUDA_VISIBLE_DEVICES=1; run_tests quiet; echo $? > "$OUTDIR/.tests_rc"
+   [ "${EVT_DIFFERENTIAL:-1}" = "0" ] || run_differential; run_launch_probe) &
   tests_pid=$!
   CUDA_VISIBLE_DEVICES=0 run_bench "$@"
   wait "$tests_pid"
@@ -118,7 +143,8 @@ if [ "${EVT_SPLIT_GPUS:-1}" != "0" ] && [ "${ngpu:-0}" -ge 2 ]; then
 else
   run_tests tee
   report_tests $?
-  run_bench "$@"
+  [ "${EVT_DIFFERENTIAL:-1}" = "0" ] || run_differential
+  [ "${EVT_BENCH:-1}" = "0" ] || run_bench "$@"
   run_launch_probe
 fi
 cat "$OUTDIR/launch.txt" >&2
