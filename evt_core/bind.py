@@ -161,14 +161,17 @@ def frame_strides(op, x, what):
     return v[1]
 
 
-def bind(program, A, B, inputs, alloc, fill=None):
+def bind(program, A, B, inputs, alloc, fill=None, upload=None):
     """Check a call against `program` and allocate its outputs. Raises ShapeError/DTypeError
     naming the offending input; unknown keyword names raise ShapeError too (a typo would
     otherwise silently leave a parameter unbound).
 
     With EVT_POISON=1 in the environment, every output is filled with NaN through
     `fill(array, value)` before the kernel runs, so tests catch elements a kernel never writes
-    and reductions a kernel never initialises."""
+    and reductions a kernel never initialises.
+
+    `upload(array, what)`, when given, moves NumPy inputs to the backend's device after their
+    checks (and after a frame copy where their layout needs one)."""
     (L, M, N, K), a_str, b_str, dt = problem_shape(program, A, B)
     ext = {"L": L, "M": M, "N": N}
     known = set(program.params) - {"accum"}
@@ -189,11 +192,7 @@ def bind(program, A, B, inputs, alloc, fill=None):
         if tuple(x.shape) != want:
             raise ShapeError(f"input {op.name!r} has shape {tuple(x.shape)} but the tree expects {want} "
                              f"(dims {op.dims} at (L, M, N) = {(L, M, N)})")
-        st = frame_strides(op, x, f"input {op.name!r}")
-        if st is None:   # a reshape no strides can express: bind the frame-shaped copy
-            x = _frame_copy(x, op, f"input {op.name!r}")
-            st = frame_strides(_FRAME_VIEW, x, f"input {op.name!r}")
-        bound_in.append(Tensor(x, st))
+        bound_in.append(_bind_input(op, x, upload))
     scalars = []
     for name in program.scalars:
         if name not in inputs:
@@ -210,6 +209,20 @@ def bind(program, A, B, inputs, alloc, fill=None):
     by_name.update({r.name: t.array for r, t in zip(program.reductions, reds)})
     result = {n: by_name[n] for n in program.result_names}
     return Bound(L, M, N, K, A, B, a_str, b_str, dt, bound_in, scalars, outs, reds, result)
+
+
+def _bind_input(op, x, upload):
+    """Tensor of input `op`: its frame strides, through a frame-shaped copy when no strides
+    can express its layout (a reshape of a permuted array)."""
+    what = f"input {op.name!r}"
+    view = op
+    if frame_strides(op, x, what) is None:
+        x, view = _frame_copy(x, op, what), _FRAME_VIEW
+    if upload is not None and isinstance(x, np.ndarray):
+        host, x = x, upload(x, what)
+        if frame_strides(view, x, what) is None:   # the upload changed its strides
+            x, view = upload(_frame_copy(host, view, what) if view is op else host, what), _FRAME_VIEW
+    return Tensor(x, frame_strides(view, x, what))
 
 
 def _allocate(op, ext, alloc, poison):

@@ -1,6 +1,8 @@
 """The "cupy" backend: generated CUDA C++ (inline PTX mma.sync / wgmma + TMA) built by NVRTC
 through CuPy. Nothing here imports CuPy at module import; `available()` and the first call do.
 """
+import numpy as np
+
 from evt_core.backend import Backend, Kernel, Support
 from evt_core.bind import bind
 from evt_core.errors import UnsupportedError
@@ -141,10 +143,12 @@ class CupyRunner:
         side = side_of(A)
         dA, dB = to_device(A, "A"), to_device(B, "B")
         scalars = set(self.program.scalars)
-        dev = {k: v if k in scalars or not (hasattr(v, "shape") or _is_array(v)) else to_device(v, f"input {k!r}")
-               for k, v in inputs.items()}
+        # NumPy inputs are uploaded by bind, after their layout checks (a layout that strides
+        # cannot express gets a frame-shaped host copy first)
+        dev = {k: v if k in scalars or isinstance(v, np.ndarray) or not (hasattr(v, "shape") or _is_array(v))
+               else to_device(v, f"input {k!r}") for k, v in inputs.items()}
         alloc = _RecordingAllocator(side, A)
-        bound = bind(self.program, dA, dB, dev, alloc.alloc, alloc.fill)
+        bound = bind(self.program, dA, dB, dev, alloc.alloc, alloc.fill, upload=to_device)
         spec = decide_spec(self.program, bound, self.options, self._device_info()[0])
         kernel = self._select(spec, bound)
         prepared = kernel.prepare(bound)

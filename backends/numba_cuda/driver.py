@@ -90,6 +90,7 @@ class DeviceBuffer:
                                                       ctypes.c_size_t(host.nbytes)))
 
     def __del__(self):
-        if cuda._lib is not None and getattr(self, "ptr", 0):
-            cuda._lib.cuMemFree_v2(ctypes.c_uint64(self.ptr))
+        cu = getattr(cuda, "_lib", None)     # module globals are gone at interpreter exit
+        if cu is not None and getattr(self, "ptr", 0):
+            cu.cuMemFree_v2(ctypes.c_uint64(self.ptr))
             self.ptr = 0
