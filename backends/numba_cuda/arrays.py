@@ -14,6 +14,7 @@ import numpy as np
 from evt_core.dtypes import DTYPES
 from evt_core.errors import DTypeError, UnsupportedError
 
+from ..gpu.arrays import array_kind
 from . import driver
 
 _NAN_BITS = {"float32": (32, 0x7FC00000), "float16": (16, 0x7E00), "bfloat16": (16, 0x7FC0)}
@@ -29,16 +30,9 @@ class DevView:
 
 
 def side_of(x):
-    mod = type(x).__module__.split(".")[0]
-    if isinstance(x, np.ndarray):
-        return "numpy"
-    if mod == "torch":
-        return "torch"
-    if mod == "cupy":
-        return "cupy"
-    if hasattr(x, "__cuda_array_interface__"):
-        return "numba"
-    return None
+    """'numpy', 'torch', 'cupy', 'numba' (any other CUDA array interface), or None."""
+    kind = array_kind(x)
+    return {"cuda_array": "numba", "dlpack": None}.get(kind, kind)
 
 
 _TORCH_NAMES = {}

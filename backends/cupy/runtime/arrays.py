@@ -10,6 +10,8 @@ import numpy as np
 from evt_core.dtypes import DTYPES, bfloat16
 from evt_core.errors import DTypeError, ShapeError
 
+from ...gpu.arrays import array_kind
+
 
 class DevArray:
     __slots__ = ("ptr", "shape", "strides", "dtype", "owner")
@@ -23,17 +25,12 @@ def _torch_dtype_map(torch):
 
 
 def side_of(x):
-    mod = type(x).__module__.split(".")[0]
-    if isinstance(x, np.ndarray):
-        return "numpy"
-    if mod == "cupy":
-        return "cupy"
-    if mod == "torch":
-        return "torch"
-    if hasattr(x, "__cuda_array_interface__") or hasattr(x, "__dlpack__"):
-        return "foreign"
-    raise ShapeError(f"cannot use an object of type {type(x).__name__} as an array; pass a CuPy, NumPy or "
-                     "torch array, or anything with __cuda_array_interface__ or __dlpack__")
+    """'numpy', 'torch', 'cupy' or 'foreign' (CUDA array interface or DLPack)."""
+    kind = array_kind(x)
+    if kind is None:
+        raise ShapeError(f"cannot use an object of type {type(x).__name__} as an array; pass a CuPy, NumPy or "
+                         "torch array, or anything with __cuda_array_interface__ or __dlpack__")
+    return {"cuda_array": "foreign", "dlpack": "foreign"}.get(kind, kind)
 
 
 def to_device(x, what):
