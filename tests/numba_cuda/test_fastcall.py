@@ -1,0 +1,118 @@
+"""The repeated-call path (fastcall.py) launches exactly what the fully checked path launches:
+on the CPU, with the driver, the kernels and torch's CUDA tensors replaced by recorders, two
+calls with one signature give the same grid and the same parameter values except the output
+pointers and the scalar that changed. Calls that change a shape, a dtype, or pass a scalar of
+another type take the full path again."""
+import numpy as np
+import pytest
+
+import evt_core
+from evt_core import ops
+
+torch = pytest.importorskip("torch")
+
+
+class FakeCuda:
+    """A CUDA torch tensor as the backend sees it: shape, stride(), dtype, data_ptr()."""
+    __module__ = "torch.fake"
+    is_cuda, device = True, "cuda:0"
+    next_ptr = [1 << 20]
+
+    def __init__(self, shape, dtype, strides=None):
+        self.shape, self.dtype = torch.Size(shape), dtype
+        if strides is None:
+            strides, step = [], 1
+            for e in reversed(shape):
+                strides.insert(0, step)
+                step *= e
+        self._strides = tuple(strides)
+        FakeCuda.next_ptr[0] += 1 << 16
+        self._ptr = FakeCuda.next_ptr[0]
+
+    def stride(self):
+        return self._strides
+
+    def data_ptr(self):
+        return self._ptr
+
+    def element_size(self):
+        return 4 if self.dtype == torch.float32 else 2
+
+    def fill_(self, value):
+        pass
+
+
+@pytest.fixture
+def recorded(monkeypatch):
+    from evt_backends.gpu import cuda, streams
+    from evt_backends.numba_cuda import arrays, backend, driver, fastcall, runner
+    from evt_core.backend import Support
+    launches = []
+
+    class Fn:
+        def launch(self, grid, block, values, stream=0):
+            launches.append((grid, tuple(values)))
+
+    class Buffer:
+        def __init__(self, nbytes):
+            self.nbytes, self.ptr = nbytes, 0xABC000
+
+    class Lib:
+        def __getattr__(self, name):
+            return lambda *a: 0
+    names = {"float16": torch.float16, "float32": torch.float32, "bfloat16": torch.bfloat16}
+    monkeypatch.setattr(backend.NumbaCudaBackend, "available", lambda self: Support.yes())
+    monkeypatch.setattr(cuda, "lib", lambda backend="gpu": Lib())
+    monkeypatch.setattr(streams, "current_stream", lambda side: 0)
+    monkeypatch.setattr(runner.Runner, "function", lambda self, variant: {"main": Fn(), "finish": Fn()})
+    monkeypatch.setattr(arrays, "allocator", lambda side, like: lambda shape, dt, st: arrays.view(
+        FakeCuda(shape, names[dt], st), "torch", "output"))
+    monkeypatch.setattr(fastcall, "_allocate", lambda side, spec, like: FakeCuda(spec[0], spec[2], spec[1]))
+    monkeypatch.setattr(driver, "memset32", lambda *a: None)
+    monkeypatch.setattr(driver, "DeviceBuffer", Buffer)
+    monkeypatch.delenv("NUMBA_ENABLE_CUDASIM", raising=False)
+    return launches
+
+
+def _kernel(M, N):
+    def epi(accum, bias, alpha):
+        y = ops.relu(alpha * accum + bias)
+        return {"D": y, "S": ops.sum(y, over="M")}
+    ex = {"accum": np.empty((M, N), np.float32), "bias": np.zeros(N, np.float32), "alpha": 1.0,
+          "D": np.empty((M, N), np.float16), "S": np.empty(N, np.float32)}
+    return evt_core.compile(evt_core.trace(epi, ex), backend="numba_cuda")
+
+
+def test_fast_path_launches_what_the_checked_path_launches(recorded):
+    M, N, K = 96, 64, 32
+    kernel = _kernel(M, N)
+    A, B, bias = FakeCuda((M, K), torch.float16), FakeCuda((K, N), torch.float16), FakeCuda((N,), torch.float32)
+    first = kernel(A, B, bias=bias, alpha=0.5)
+    slow = recorded[-2:]
+    second = kernel(A, B, bias=bias, alpha=0.25)
+    fast = recorded[-2:]
+    assert sorted(first) == sorted(second) == ["D", "S"]
+    (g1, main1), (f1, fin1) = slow
+    (g2, main2), (f2, fin2) = fast
+    assert g1 == g2 and f1 == f2
+    scalar = main1.index(0.5)
+    out_ptr = main1.index(first["D"].data_ptr())
+    assert [i for i, (a, b) in enumerate(zip(main1, main2)) if a != b] == [scalar, out_ptr]
+    assert main2[scalar] == 0.25 and main2[out_ptr] == second["D"].data_ptr()
+    red_ptr = fin1.index(first["S"].data_ptr())
+    assert [i for i, (a, b) in enumerate(zip(fin1, fin2)) if a != b] == [red_ptr]
+
+
+def test_other_signatures_take_the_checked_path(recorded):
+    from evt_core.errors import ShapeError
+    M, N, K = 96, 64, 32
+    kernel = _kernel(M, N)
+    A, B, bias = FakeCuda((M, K), torch.float16), FakeCuda((K, N), torch.float16), FakeCuda((N,), torch.float32)
+    kernel(A, B, bias=bias, alpha=0.5)
+    with pytest.raises(ShapeError, match="bias"):            # a wrong shape is still caught
+        kernel(A, B, bias=FakeCuda((N + 1,), torch.float32), alpha=0.5)
+    kernel(A, B, bias=bias, alpha=np.float32(0.25))          # a NumPy scalar: the checked path
+    assert 0.25 in recorded[-2][1]
+    A2 = FakeCuda((M + 32, K), torch.float16)                 # a new problem size binds afresh
+    out = kernel(A2, B, bias=bias, alpha=0.5)
+    assert tuple(out["D"].shape) == (M + 32, N)
