@@ -4,7 +4,7 @@ import time
 
 from .backend import Support
 from .errors import BackendUnavailableError, EvtError, TraceError, UnsupportedError
-from .interpreter import interpret as _interpret
+from .interpreter import evaluate_program
 from .plugin.manager import PREFERENCE, plugins
 from .tree.ir import Tree
 from .tree.outputs import make_tree
@@ -22,10 +22,11 @@ def trace(fn, examples):
 
 
 def interpret(tree, A, B, **inputs):
-    """The reference: evaluate `tree` with NumPy. A is (M, K) or (L, M, K), B is (K, N) or
-    (L, K, N); returns {output name: np.ndarray} with each output's example dtype and shape."""
+    """The reference: evaluate the tree's lowered Program (what backends compile) with NumPy.
+    A is (M, K) or (L, M, K), B is (K, N) or (L, K, N); returns {output name: np.ndarray} with
+    each output's example dtype and shape."""
     _check_tree(tree)
-    return _interpret(tree, A, B, **inputs)
+    return evaluate_program(tree.program, A, B, inputs)
 
 
 def backends():

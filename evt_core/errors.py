@@ -61,3 +61,14 @@ class KernelCompileError(EvtError, RuntimeError):
     def __init__(self, backend, stage, detail, source=""):
         self.backend, self.stage, self.source = backend, stage, source
         super().__init__(f"{backend}: {stage} failed: {detail}")
+
+
+class ArgumentError(EvtError, TypeError):
+    """A call with an argument of the wrong kind: an aux input passed positionally, a string or
+    bool where a number is expected, a masked array, an option of the wrong type. The message
+    names the argument and says what to pass instead."""
+
+
+class ResourceError(EvtError, MemoryError):
+    """The problem does not fit: an output or the accumulator needs more memory than can be
+    allocated. The message names the tensor and the size."""
