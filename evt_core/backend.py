@@ -67,7 +67,11 @@ class Kernel:
     options: dict = field(default_factory=dict)
     compile_seconds: float = 0.0
 
-    def __call__(self, A, B, **inputs):
+    def __call__(self, *args, **inputs):
+        """kernel(A, B, **inputs). Arguments are checked and normalised (evt_core.call) before
+        the backend's `run` sees them, so every backend refuses the same bad calls alike."""
+        from .call import normalize_call
+        A, B, inputs = normalize_call(self.tree.program, args, inputs)
         return self.run(A, B, inputs)
 
     @property

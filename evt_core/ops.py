@@ -42,10 +42,18 @@ def reshape(x, shape):
 
 
 def _axes(over, name):
-    items = (over,) if isinstance(over, str) else tuple(over) if over is not None else ()
-    if not items or any(a not in AXES for a in items):
+    """The frozenset of axes `over` names, or TraceError (any non-string, non-iterable value
+    included: over=0 must not surface as Python's 'int' object is not iterable)."""
+    if isinstance(over, str):
+        items = (over,)
+    elif isinstance(over, (tuple, list, set, frozenset)):
+        items = tuple(over)
+    else:
+        items = ()
+    if not items or any(not isinstance(a, str) or a not in AXES for a in items):
         raise TraceError(f"ops.{name}(..., over={over!r}): over must be 'L', 'M', 'N' or a tuple of them "
-                         "(the axes the reduction removes)")
+                         "(the axes the reduction removes, by name; numeric axes are not accepted because axis 0 is L "
+                         "or M depending on the rank)")
     return frozenset(items)
 
 

@@ -10,7 +10,8 @@ import os
 import numpy as np
 
 from evt_core.bind import bind
-from evt_core.errors import UnsupportedError
+from evt_core.call import scalar_value
+from evt_core.errors import EvtError, UnsupportedError
 
 from . import arrays, build, driver
 from .finish import THREADS as FINISH_THREADS, finish_source
@@ -89,6 +90,9 @@ class Runner:
                                        f"{side} array; pass all arrays from one side (host NumPy or one GPU library)")
         if side != "numpy" and simulator():
             raise UnsupportedError("the CUDA simulator runs only NumPy inputs")
+        if side == "numpy":   # host arrays are copied to the device anyway: reversed views just work
+            A, B = arrays.without_negative_strides(A), arrays.without_negative_strides(B)
+            inputs = {k: arrays.without_negative_strides(v) for k, v in inputs.items()}
         va = arrays.view(A, side, "A")
         vin = {k: (arrays.view(v, side, f"input {k!r}") if hasattr(v, "shape") else v) for k, v in inputs.items()}
         vb = arrays.view(B, side, "B")
@@ -195,9 +199,9 @@ class _Plan:
 
     def rebind(self, va, vb, vin, alloc):
         from evt_core.bind import Bound, Tensor
-        try:
-            scalars = [float(vin[n]) for n in self.p.scalars]
-        except (TypeError, ValueError, KeyError):
+        try:    # the same check bind makes; a refusal falls back to bind for its message
+            scalars = [scalar_value(n, vin[n]) for n in self.p.scalars]
+        except (EvtError, KeyError):
             return None
         poison = os.environ.get("EVT_POISON") == "1"
 

@@ -13,6 +13,7 @@ import warnings
 
 import pluggy
 
+from ..env import flag
 from ..errors import BackendNotFoundError
 from . import PROJECT, hookimpl, spec
 
@@ -30,6 +31,7 @@ class BackendRegistry:
     def __init__(self):
         self._backends = {}
         self.load_errors = {}
+        self.disabled = ()         # names blocked by EVT_DISABLE_PLUGINS
 
     def add(self, cls):
         name = cls.name
@@ -40,7 +42,7 @@ class BackendRegistry:
 
     def get(self, name):
         if name not in self._backends:
-            raise BackendNotFoundError(name, self.names(), self.load_errors)
+            raise BackendNotFoundError(name, self.names(), self.load_errors, self.disabled)
         return self._backends[name]
 
     def names(self):
@@ -66,17 +68,26 @@ class Plugins:
         self.pm = pluggy.PluginManager(PROJECT)
         self.pm.add_hookspecs(spec)
         self.registry = BackendRegistry()
-        for name in filter(None, os.environ.get("EVT_DISABLE_PLUGINS", "").split(",")):
-            self.pm.set_blocked(name.strip())
+        disabled = [n.strip() for n in os.environ.get("EVT_DISABLE_PLUGINS", "").split(",") if n.strip()]
+        for name in disabled:
+            self.pm.set_blocked(name)
+        self.registry.disabled = tuple(disabled)
         self.pm.register(_Defaults(), name="evt_core.defaults")
         for name, module in DEFAULT_PLUGINS:
             self._load(name, lambda m=module: importlib.import_module(m))
+        known = [n for n, _ in DEFAULT_PLUGINS]
         if load_entry_points:
             for ep in importlib.metadata.entry_points(group="evt_core.backends"):
+                known.append(ep.name)
                 if ep.name not in self.registry.load_errors:
                     self._load(ep.name, ep.load)
+        unknown = [n for n in disabled if n not in known]
+        if unknown:    # a typo here would silently disable nothing
+            warnings.warn(f"evt_core: EVT_DISABLE_PLUGINS names {', '.join(map(repr, unknown))}, which "
+                          f"{'is' if len(unknown) == 1 else 'are'} not a plugin; known plugins: {', '.join(known)}",
+                          RuntimeWarning, stacklevel=2)
         self.pm.check_pending()
-        if os.environ.get("EVT_TRACE_PLUGINS") == "1":
+        if flag("EVT_TRACE_PLUGINS"):
             self.pm.trace.root.setwriter(lambda s: sys.stderr.write(s))
             self.pm.enable_tracing()
         self.pm.hook.evt_register_backends(registry=self.registry)
