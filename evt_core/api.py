@@ -7,7 +7,8 @@ import numpy as np
 
 from .backend import Support
 from .call import normalize_call
-from .errors import ArgumentError, BackendUnavailableError, EvtError, TraceError, UnsupportedError
+from .errors import (ArgumentError, BackendUnavailableError, EvtError, KernelCompileError, TraceError,
+                     UnsupportedError)
 from .interpreter import evaluate_program
 from .plugin.manager import PREFERENCE, plugins
 from .tree.ir import Tree
@@ -73,19 +74,31 @@ def compile(tree, backend=DEFAULT_BACKEND, **options):  # noqa: A001 - the API's
     key = (backend, impl.hash(), tree.program.key(), tuple(sorted((k, repr(v)) for k, v in opts.items())))
     if key in _kernels:
         return _kernels[key]
-    ok = impl.available()
+    ok = _plugin_call(backend, "available()", impl.available)
     if not ok:
         raise BackendUnavailableError(f"backend {backend!r} is not available here: {ok.reason}")
-    sup = impl.supports(tree, opts)
+    sup = _plugin_call(backend, "supports()", impl.supports, tree, opts)
     if not sup:
         raise UnsupportedError(f"backend {backend!r} cannot compile this tree: {sup.reason}", sup.node)
     start = time.perf_counter()
-    kernel = p.compile(tree, impl, opts)
+    kernel = _plugin_call(backend, "compile", p.compile, tree, impl, opts)
     kernel.compile_seconds = time.perf_counter() - start
     p.kernel_compiled(kernel, kernel.compile_seconds)
     _dump(kernel)
     _kernels[key] = kernel
     return kernel
+
+
+def _plugin_call(backend, stage, fn, *args):
+    """Call into a backend plugin: its own EvtErrors pass through; anything else is a bug in
+    the plugin, reported as KernelCompileError naming the backend and the stage (with the
+    original exception chained), not as a bare traceback from inside the plugin."""
+    try:
+        return fn(*args)
+    except EvtError:
+        raise
+    except Exception as e:  # noqa: BLE001 - see the docstring
+        raise KernelCompileError(backend, stage, f"{type(e).__name__}: {e} (a bug in the backend plugin)") from e
 
 
 def _auto(p, tree):

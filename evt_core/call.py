@@ -11,7 +11,7 @@ import numbers
 
 import numpy as np
 
-from .errors import ArgumentError
+from .errors import ArgumentError, ShapeError
 
 
 def normalize_call(program, args, inputs, what="kernel"):
@@ -35,13 +35,18 @@ def normalize_call(program, args, inputs, what="kernel"):
         if x is None:
             raise ArgumentError(f"{what}(A, B, **inputs) is missing {name}, the GEMM's "
                                 f"{'left (M, K)' if name == 'A' else 'right (K, N)'} operand")
+        if not hasattr(x, "shape"):
+            raise ShapeError(f"{name} must be an array (NumPy, CuPy, torch or a CUDA array), got "
+                             f"{type(x).__name__}; pass np.asarray({name}, np.float16) or similar")
         _refuse_masked(name, x)
+    A, B = _plain(A), _plain(B)
     scalars = set(program.scalars)
     for name, v in inputs.items():
         if name in scalars:
             inputs[name] = scalar_value(name, v)
         else:
             _refuse_masked(f"input {name!r}", v)
+            inputs[name] = _plain(v)
     return A, B, inputs
 
 
@@ -71,6 +76,11 @@ def _real_kind(dt):
         return np.dtype(name).kind in "fiu"
     except TypeError:
         return False
+
+
+def _plain(x):
+    """np.matrix (always 2-D, `*` is a matrix product) as the ndarray over the same memory."""
+    return np.asarray(x) if isinstance(x, np.matrix) else x
 
 
 def _refuse_masked(what, x):

@@ -82,3 +82,8 @@ class ArgumentError(EvtError, TypeError):
 class ResourceError(EvtError, MemoryError):
     """The problem does not fit: an output or the accumulator needs more memory than can be
     allocated. The message names the tensor and the size."""
+
+
+class PluginError(EvtError, ValueError):
+    """A plugin registered something inconsistent (two backends under one name). The message
+    names both classes."""

@@ -14,7 +14,7 @@ import warnings
 import pluggy
 
 from ..env import flag
-from ..errors import BackendNotFoundError
+from ..errors import BackendNotFoundError, PluginError
 from . import PROJECT, hookimpl, spec
 
 DEFAULT_PLUGINS = (
@@ -36,7 +36,7 @@ class BackendRegistry:
     def add(self, cls):
         name = cls.name
         if name in self._backends:
-            raise ValueError(f"backend name {name!r} registered twice: by {type(self._backends[name]).__qualname__} "
+            raise PluginError(f"backend name {name!r} registered twice: by {type(self._backends[name]).__qualname__} "
                              f"and {cls.__qualname__}")
         self._backends[name] = cls()
 
