@@ -7,11 +7,14 @@ is a Python float (Python and NumPy numbers and 0-d arrays are accepted; strings
 complex numbers and arrays with more than one element are refused); no argument is a masked
 array; anything else is left for `evt_core.bind.bind` to check against the Program.
 """
+import math
 import numbers
 
 import numpy as np
 
 from .errors import ArgumentError, ShapeError
+
+FP32_MAX = float(np.finfo(np.float32).max)
 
 
 def normalize_call(program, args, inputs, what="kernel"):
@@ -55,16 +58,24 @@ def scalar_value(name, v):
     if isinstance(v, (bool, np.bool_)):
         raise ArgumentError(f"scalar {name!r} is the bool {v!r}; pass a number ({name}={float(v)!r})")
     if isinstance(v, numbers.Real):
-        return float(v)
+        return _in_fp32_range(name, float(v))
     if hasattr(v, "shape") and hasattr(v, "dtype"):     # NumPy, CuPy, torch
         if tuple(v.shape) == () and _real_kind(v.dtype):
-            return float(v)
+            return _in_fp32_range(name, float(v))
         raise ArgumentError(f"scalar {name!r} is an array of shape {tuple(v.shape)} and dtype {v.dtype}; "
                             f"pass a Python number (or a 0-d real array) for it, or re-trace with an "
                             f"array example to make {name!r} a tensor input")
     if isinstance(v, str):
         raise ArgumentError(f"scalar {name!r} is the string {v!r}; pass a number, e.g. {name}=float({v!r})")
     raise ArgumentError(f"scalar {name!r} must be a real number, got {type(v).__name__} {v!r}")
+
+
+def _in_fp32_range(name, v):
+    """Scalars are passed to kernels as fp32: a finite value beyond its range would be inf."""
+    if math.isfinite(v) and abs(v) > FP32_MAX:
+        raise ArgumentError(f"scalar {name!r} = {v!r} is beyond float32's range (+-3.4e38); kernels take "
+                            "scalars as float32, where it would be inf")
+    return v
 
 
 def _real_kind(dt):

@@ -4,6 +4,8 @@ Each builds one tree node; its semantics is the entry of the same name in
 evt_core.tree.ops (one table for everything). Reductions name the problem axes they REMOVE:
 "L", "M", "N" or a tuple of them, in any order.
 """
+import numbers
+
 from .errors import TraceError
 from .tree.ops import AXES, Op
 from .tree.trace import apply
@@ -33,12 +35,20 @@ def where(cond, a, b): """a where cond != 0, else b"""; return apply(Op.WHERE, c
 
 def permute(x, dims):
     """Transpose the value's dims (NumPy's transpose). Folded into load/store strides."""
-    return apply(Op.PERMUTE, x, arg=tuple(int(d) for d in dims))
+    return apply(Op.PERMUTE, x, arg=_ints(dims, "permute", "dims", "(1, 0)"))
 
 
 def reshape(x, shape):
     """NumPy reshape (one -1 allowed). A tree with literal extents is specialised on them."""
-    return apply(Op.RESHAPE, x, arg=tuple(int(e) for e in shape))
+    return apply(Op.RESHAPE, x, arg=_ints(shape, "reshape", "shape", "(M, -1)"))
+
+
+def _ints(values, op, what, example):
+    """A tuple of Python ints from a sequence of integers, or TraceError naming the op."""
+    if isinstance(values, (tuple, list)) and all(isinstance(v, numbers.Integral) and not isinstance(v, bool)
+                                                 for v in values):
+        return tuple(int(v) for v in values)
+    raise TraceError(f"ops.{op}(x, {what}={values!r}): {what} must be a tuple of ints, e.g. {example}")
 
 
 def _axes(over, name):

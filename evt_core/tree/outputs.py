@@ -11,7 +11,7 @@ from ..errors import ShapeError, TraceError
 from ..program import Operand
 from .ir import Node, Tree, describe
 from .ops import AXES, Op, REDUCTIONS
-from .trace import Value, _example_of, stride_order, trace_function
+from .trace import Value, _example_of, fp32_constant, stride_order, trace_function
 
 
 def make_tree(fn, examples):
@@ -48,7 +48,7 @@ def _value_node(name, value):
     if isinstance(value, Value):
         return value.node
     if isinstance(value, numbers.Real) and not isinstance(value, bool):
-        return Node(Op.CONST, arg=float(np.float32(value)))
+        return Node(Op.CONST, arg=fp32_constant(value, f"output {name!r}"))
     raise TraceError(f"output {name!r} is a {type(value).__name__}; return traced values (or numbers), "
                      "not containers or other objects")
 

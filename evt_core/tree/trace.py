@@ -7,6 +7,7 @@ lambdas all work; only the returned names need the source (for `return D, F`), a
 import ast
 import contextvars
 import inspect
+import math
 import numbers
 import textwrap
 
@@ -33,7 +34,9 @@ class TensorSpec:
 
     def __init__(self, shape, dtype, strides=None):
         self.shape = tuple(int(e) for e in shape)
-        self.dtype = dtype_name(dtype, "TensorSpec")
+        if any(e < 0 for e in self.shape):
+            raise ShapeError(f"TensorSpec{self.shape}: extents must be non-negative")
+        self.dtype = dtype_name(dtype, f"TensorSpec{self.shape}")
         if strides is None:
             strides, step = [], 1
             for e in reversed(self.shape):
@@ -127,9 +130,20 @@ def _node_of(x, op):
     if isinstance(x, bool):
         return Node(Op.CONST, arg=float(x))
     if isinstance(x, numbers.Real):
-        return Node(Op.CONST, arg=float(np.float32(x)))
+        return Node(Op.CONST, arg=fp32_constant(x, f"a constant operand of {op.value}"))
     raise TraceError(f"operand of {op.value} has type {type(x).__name__}; epilogue values are traced "
                      "tensors, parameters or Python numbers")
+
+
+def fp32_constant(x, what):
+    """float(x) rounded to fp32 (constants compute in fp32), or TraceError when a finite x is
+    beyond fp32's range: it would silently become inf."""
+    with np.errstate(over="ignore"):
+        v = float(np.float32(x))
+    if math.isinf(v) and math.isfinite(float(x)):
+        raise TraceError(f"{what}, {x!r}, is beyond float32's range (+-3.4e38) and would become inf; "
+                         "rescale it, or write float('inf') if inf is meant")
+    return v
 
 
 def apply(op, *operands, arg=None):

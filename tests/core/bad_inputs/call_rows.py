@@ -90,6 +90,9 @@ def rows(backend):
             "'alpha' is an array of shape (1,)"),
         Row("scalar-vector", lambda: _call(be, A, B, **_with(alpha=np.ones(N, np.float32))), ArgumentError,
             "'alpha'"),
+        Row("scalar-beyond-fp32", lambda: _call(be, A, B, **_with(alpha=1e39)), ArgumentError,
+            "'alpha' = 1e+39 is beyond float32"),
+        Row("scalar-inf-is-valid", lambda: _valid(be, alpha=float("inf"), clean={"alpha": np.inf}), None),
         Row("scalar-bad-after-good-call", lambda: _twice(be, _with(alpha="0.5")), ArgumentError, "'alpha'"),
         # ---- shapes
         Row("A-1d", lambda: _call(be, A[0], B, **c), ShapeError, "A must be a 2-D or 3-D"),

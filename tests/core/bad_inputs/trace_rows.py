@@ -4,8 +4,8 @@ import math
 import numpy as np
 
 import evt_core
-from evt_core import ops
-from evt_core.errors import ShapeError, TraceError, UnsupportedError
+from evt_core import TensorSpec, ops
+from evt_core.errors import DTypeError, ShapeError, TraceError, UnsupportedError
 
 from .common import M, N, Row, empty, trace
 
@@ -176,4 +176,36 @@ ROWS = [
         lambda: evt_core.trace(lambda accum: {"D": ops.permute(accum, (1, 0)) + accum},
                                {"accum": empty((M, M)), "D": empty((M, M))}), UnsupportedError, "permute(accum"),
     Row("reshape-wrong-size", _epi(lambda a: ops.reshape(a, (5, 5))), ShapeError, "reshape"),
+    Row("reshape-shape-a-string", _epi(lambda a: ops.reshape(a, "MN")), TraceError, "ops.reshape(x, shape='MN')"),
+    Row("permute-dims-an-int", _epi(lambda a: ops.permute(a, 0)), TraceError, "ops.permute(x, dims=0)"),
+    Row("permute-not-a-permutation", _epi(lambda a: ops.permute(a, (0, 0))), TraceError, "permute(accum, (0, 0))"),
+    Row("constant-beyond-fp32", _epi(lambda a: a * 1e300), TraceError, "1e+300, is beyond float32"),
+    Row("output-constant-beyond-fp32", _epi(lambda a: -1e39), TraceError, "output 'D'"),
+    Row("constant-inf-is-valid", lambda: _same_as(lambda a: ops.minimum(a, float("inf")), lambda a: a * 1.0), None),
+    Row("output-a-bool", _epi(lambda a: True), TraceError, "output 'D' is a bool"),
+    # ---- examples
+    Row("example-a-list", lambda: trace(_fn_with("C"), C=[1.0] * N, D=D), TraceError, "example for 'C' is a list"),
+    Row("example-a-string", lambda: trace(_fn_with("alpha"), alpha="0.5", D=D), TraceError, "'alpha'"),
+    Row("example-a-bool", lambda: trace(_fn_with("alpha"), alpha=True, D=D), TraceError, "'alpha' is the bool"),
+    Row("example-output-float64", lambda: trace(lambda accum: {"D": accum}, D=empty((M, N), np.float64)),
+        DTypeError, "example 'D' has dtype float64"),
+    Row("example-output-big-endian", lambda: trace(lambda accum: {"D": accum}, D=empty((M, N), ">f2")),
+        DTypeError, "example 'D' is float16 stored big-endian"),
+    Row("example-input-int64", lambda: trace(_fn_with("C"), C=np.zeros((M, N), np.int64), D=D), DTypeError,
+        "example 'C'"),
+    Row("example-input-complex", lambda: trace(_fn_with("C"), C=np.zeros((M, N), np.complex64), D=D), DTypeError,
+        "complex"),
+    Row("tensorspec-negative-extent", lambda: TensorSpec((M, -1), "float16"), ShapeError, "TensorSpec(4, -1)"),
+    Row("tensorspec-float64", lambda: TensorSpec((M, N), "float64"), DTypeError, "TensorSpec(4, 6) has dtype"),
+    Row("tensorspec-stride-count", lambda: TensorSpec((M, N), "float16", strides=(1,)), TraceError,
+        "1 strides given for 2 dims"),
+    Row("example-np-float32-scalar", lambda: _same_scalar(np.float32(0.5)), None),
+    Row("example-0d-array-scalar", lambda: _same_scalar(np.array(0.5)), None),
 ]
+
+
+def _same_scalar(example):
+    """A NumPy or 0-d scalar example traces to the same run-time scalar as a Python float."""
+    A, B = np.ones((M, 2), np.float16), np.ones((2, N), np.float16)
+    trees = [trace(_fn_with("alpha"), alpha=ex, D=D) for ex in (example, 0.5)]
+    return tuple(evt_core.interpret(t, A, B, alpha=0.25) for t in trees)
