@@ -12,8 +12,9 @@ Invariants:
     manifest. Data files are named by their content digest, so a manifest always points at
     complete files of its own write, never at another writer's half.
   * An unusable $EVT_CACHE_DIR (empty, naming a file, not creatable, not writable) never breaks
-    a compile: the process falls back to a private temporary directory, with one warning per
-    distinct value. A write that fails later only costs a rebuild next time (one warning).
+    a compile: the process falls back to a private temporary directory (or, if none can be
+    made, to the backends' in-memory caches alone), with one warning per distinct value. A
+    write that fails later only costs a rebuild next time (one warning).
 """
 import atexit
 import hashlib
@@ -38,13 +39,16 @@ class CacheWarning(RuntimeWarning):
 
 
 def root():
-    """The cache root directory, created and known to be writable."""
+    """The cache root directory, created and known to be writable. OSError when there is no
+    usable directory at all (not even a temporary one): callers then keep entries in memory."""
     raw = os.environ.get(ENV)
     with _lock:
-        hit = _roots.get(raw)
-        if hit is None:
-            hit = _roots[raw] = _resolve(raw)
-        return hit
+        if raw not in _roots:
+            _roots[raw] = _resolve(raw)
+        hit = _roots[raw]
+    if hit is None:
+        raise OSError(f"no writable directory for the evt cache ({ENV}={raw!r})")
+    return hit
 
 
 def _resolve(raw):
@@ -75,13 +79,20 @@ def _probe(directory):
 
 
 def _fall_back(reason):
+    """The private temporary root (None, with the warning saying so, when even that fails)."""
     if not _fallback:
-        d = Path(tempfile.mkdtemp(prefix="evt-cache-"))
+        try:
+            d = Path(tempfile.mkdtemp(prefix="evt-cache-"))
+        except OSError as e:
+            warnings.warn(f"evt: {reason}, and no temporary directory can be made ({e}); compiled kernels "
+                          f"are kept in memory for this process only. Set {ENV} to a writable directory.",
+                          CacheWarning, stacklevel=5)
+            return None
         atexit.register(shutil.rmtree, d, True)
         _fallback.append(d)
     warnings.warn(f"evt: {reason}; using a private temporary cache {_fallback[0]} for this process "
                   f"(compiled kernels are not kept across runs). Set {ENV} to a writable directory.",
-                  CacheWarning, stacklevel=4)
+                  CacheWarning, stacklevel=5)
     return _fallback[0]
 
 
@@ -132,6 +143,10 @@ class DiskCache:
     def put(self, key, files, meta=None):
         """Store `files` ({suffix: bytes}) and `meta` (JSON-able) under `key`; never raises."""
         try:
+            root()
+        except OSError:
+            return          # no directory at all: root() warned once, entries stay in memory
+        try:
             d = self.directory()
             recs = {}
             for suffix, data in files.items():
@@ -142,7 +157,7 @@ class DiskCache:
             body = {"format": FORMAT, "meta": meta or {}, "files": recs}
             _atomic_write(d / f"{key}.json", json.dumps(body, sort_keys=True).encode())
         except OSError as e:
-            where = str(root() / self.namespace)
+            where = os.environ.get(ENV) or "~/.cache/evt"
             if where not in _write_warned:
                 _write_warned.add(where)
                 warnings.warn(f"evt: cannot write the compile cache in {where} ({type(e).__name__}: {e}); "
@@ -150,7 +165,7 @@ class DiskCache:
 
     def discard(self, key, reason):
         """Remove every file (or directory) of entry `key`, with one warning saying why."""
-        d = root() / self.namespace
+        d = root() / self.namespace     # get() found the entry, so root() resolved
         warnings.warn(f"evt: discarding the corrupt cache entry {key} in {d} ({reason}); it is rebuilt",
                       CacheWarning, stacklevel=3)
         for p in d.glob(f"{key}*"):

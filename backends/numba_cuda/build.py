@@ -62,15 +62,17 @@ def module_source(body, key, simulator):
 
 def load_python(source, name, key):
     """Exec generated source from a file (tracebacks and numba errors then point at real lines)."""
-    path = cache_dir() / f"{key}_{name}.py"
+    filename = f"<evt generated {key}_{name}>"
     try:
+        path = cache_dir() / f"{key}_{name}.py"
         if not path.is_file() or path.read_text() != source:
             atomic_write(path, source.encode())
+        filename = str(path)
     except OSError:
         pass    # the file only gives tracebacks real lines; exec below does not need it
     ns = {"__name__": f"evt_generated_{key}_{name}"}
     try:
-        exec(compile(source, str(path), "exec"), ns)
+        exec(compile(source, filename, "exec"), ns)
     except Exception as e:   # a bug in the generator, never the user's tree
         raise KernelCompileError("numba_cuda", "python", f"{type(e).__name__}: {e}", source) from e
     return ns[name]

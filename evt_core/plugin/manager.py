@@ -90,7 +90,18 @@ class Plugins:
         if flag("EVT_TRACE_PLUGINS"):
             self.pm.trace.root.setwriter(lambda s: sys.stderr.write(s))
             self.pm.enable_tracing()
-        self.pm.hook.evt_register_backends(registry=self.registry)
+        self._register_backends()
+
+    def _register_backends(self):
+        """Call each plugin's evt_register_backends on its own: one plugin that raises (or
+        registers a taken name) is recorded like a failed import, and the others still load."""
+        for impl in self.pm.hook.evt_register_backends.get_hookimpls():
+            try:
+                impl.function(registry=self.registry)
+            except Exception as e:  # noqa: BLE001 - a broken plugin must not break the others
+                self.registry.load_errors[impl.plugin_name] = f"{type(e).__name__}: {e}"
+                warnings.warn(f"evt_core: plugin {impl.plugin_name!r} failed to register its backends: {e}",
+                              RuntimeWarning, stacklevel=3)
 
     def _load(self, name, loader):
         if self.pm.is_blocked(name) or self.pm.get_plugin(name) is not None:

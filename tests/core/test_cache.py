@@ -170,3 +170,24 @@ def test_numba_cubin_cache_rebuilds_a_truncated_cubin(cache_dir):
         warnings.simplefilter("error", CacheWarning)
         assert build.build(key, finish_source(p), "evt_finish", finish_params(p)).image == again.image
     assert build.COMPILES["count"] == before + 1
+
+
+def test_no_directory_at_all_keeps_working_in_memory(tmp_path, monkeypatch):
+    """An unusable $EVT_CACHE_DIR and no temporary directory either: one warning, every get is
+    a miss, every put a no-op (the backends' in-memory caches still hold their kernels)."""
+    cache.reset()
+    monkeypatch.setattr(cache, "_fallback", [])
+    monkeypatch.setenv(cache.ENV, "")
+
+    def no_tmp(**kw):
+        raise FileNotFoundError(2, "No usable temporary directory")
+    monkeypatch.setattr(cache.tempfile, "mkdtemp", no_tmp)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        c = DiskCache("numba")
+        for _ in range(2):
+            c.put("a" * 32, FILES)
+            assert c.get("a" * 32) is None
+    msgs = [str(w.message) for w in rec if issubclass(w.category, CacheWarning)]
+    assert len(msgs) == 1 and "kept in memory" in msgs[0], msgs
+    cache.reset()

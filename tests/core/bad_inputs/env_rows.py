@@ -58,18 +58,26 @@ def _with_backend(cls, fail="available"):
 def _duplicate():
     manager.plugins().registry.add(_Dup)
 
-def _broken_plugin():
+def _extra_plugin(module, then, quiet=True):
+    """Load the built-in plugins plus `module` (as plugin "extra"), then call then()."""
     saved = manager.DEFAULT_PLUGINS
-    manager.DEFAULT_PLUGINS = saved + (("broken", "evt_no_such_module.plugin"),)
+    manager.DEFAULT_PLUGINS = saved + (("extra", module),)
     try:
         with env():
             with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)
+                if quiet:
+                    warnings.simplefilter("ignore", RuntimeWarning)
                 manager.plugins()
-            return evt_core.compile(bias_tree(), "broken")
+            return then()
     finally:
         manager.DEFAULT_PLUGINS = saved
         manager.reset_plugins()
+
+
+def _numpy_still_works():
+    evt_core.api._kernels.clear()
+    A, B = operands()
+    return against_reference("numpy", bias_tree(), A, B, clean_inputs())
 
 def _cache_after(damage):
     """Store an entry, damage it, read it back: must be one warning and a miss."""
@@ -140,7 +148,18 @@ ROWS = [
     Row("plugin-compile-raises", lambda: _with_backend(_Raising, "compile"), KernelCompileError,
         "raising: compile failed: RuntimeError: generator bug"),
     Row("plugin-registers-a-taken-name", _duplicate, PluginError, "'numpy' registered twice"),
-    Row("plugin-fails-to-import", _broken_plugin, BackendNotFoundError, "the plugin for 'broken' failed to load"),
+    Row("plugin-fails-to-import", lambda: _extra_plugin("evt_no_such_module.plugin",
+                                                        lambda: evt_core.compile(bias_tree(), "extra")),
+        BackendNotFoundError, "the plugin for 'extra' failed to load"),
+    Row("plugin-registration-raises", lambda: _extra_plugin(f"{__package__}.plugin_raises",
+                                                            lambda: evt_core.compile(bias_tree(), "extra")),
+        BackendNotFoundError, "registration exploded"),
+    Row("plugin-registration-raises-others-work",
+        lambda: _extra_plugin(f"{__package__}.plugin_raises", _numpy_still_works, quiet=False),
+        RuntimeWarning, "plugin 'extra' failed to register its backends"),
+    Row("plugin-registers-numpy-again", lambda: _extra_plugin(f"{__package__}.plugin_duplicate",
+                                                              _numpy_still_works, quiet=False),
+        RuntimeWarning, "'numpy' registered twice"),
     Row("env-verify-typo", lambda: _run_with(EVT_VERIFY="yes"), RuntimeWarning, "EVT_VERIFY='yes'"),
     Row("env-poison-typo", lambda: _run_with(EVT_POISON="true"), RuntimeWarning, "EVT_POISON='true'"),
     Row("env-trace-plugins-typo", lambda: _run_with(EVT_TRACE_PLUGINS="2"), RuntimeWarning, "EVT_TRACE_PLUGINS='2'"),
