@@ -19,7 +19,7 @@ from .bad_inputs.common import check
 
 ROOT = Path(__file__).parents[2]
 HOST_ROWS = trace_rows.ROWS + call_rows.rows("numpy") + env_rows.ROWS
-SIM_ROWS = call_rows.rows("numba_cuda")
+SIM_ROWS = call_rows.rows("numba_cuda", simulator=True)
 
 
 def test_the_table_is_large_and_well_formed():

@@ -10,7 +10,7 @@ assert os.environ.get("NUMBA_ENABLE_CUDASIM") == "1", "run with NUMBA_ENABLE_CUD
 def main():
     from tests.core.bad_inputs.call_rows import rows
     from tests.core.bad_inputs.common import check
-    for row in rows("numba_cuda"):
+    for row in rows("numba_cuda", simulator=True):
         try:
             check(row)
             print(f"ok {row.name}", flush=True)
