@@ -137,3 +137,41 @@ def test_every_op_program_equals_tree(op):
         tree = p(tree)
         if lowerable(tree):
             check_program_matches_tree(tree, A, B, inputs, f"op {op.value} after PIPELINE[:{k}]")
+
+
+_L, _M, _N = 2, 4, 6
+_LAYOUT_CASES = {
+    # name: (epilogue, extra examples); inputs are drawn from the examples' shapes and dtypes
+    "reshaped-input": (lambda accum, C: {"D": accum + ops.reshape(C, (_L, _M, _N))},
+                       {"C": np.empty((_L * _M, _N), np.float32), "D": np.empty((_L, _M, _N), np.float32)}),
+    "reshaped-output": (lambda accum: {"D": ops.reshape(accum, (_L * _M, _N))},
+                        {"D": np.empty((_L * _M, _N), np.float16)}),
+    "reshaped-output-merging-M-N": (lambda accum: {"D": ops.reshape(accum, (_L, _M * _N))},
+                                    {"D": np.empty((_L, _M * _N), np.float32)}),
+    "reversed-axes-output": (lambda accum, bias: {"D": ops.permute(accum + bias, (2, 1, 0))},
+                             {"bias": np.empty((_N,), np.float32), "D": np.empty((_N, _M, _L), np.float16)}),
+    "full-reduction-to-0d": (lambda accum: {"s": ops.sum(accum, over=("L", "M", "N"))},
+                             {"s": np.empty((), np.float32)}),
+    "output-not-spanning-L": (lambda accum, bias: {"D": bias * 2.0, "E": accum},
+                              {"bias": np.empty((_N,), np.float32), "D": np.empty((_N,), np.float16),
+                               "E": np.empty((_L, _M, _N), np.float32)}),
+    "scalar-only-output": (lambda accum, s: {"D": s + 1.0, "E": accum},
+                           {"s": 0.5, "D": np.empty((1,), np.float32), "E": np.empty((_L, _M, _N), np.float32)}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_LAYOUT_CASES))
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_layouts_the_strategy_does_not_draw(name, order):
+    """Reshapes (the strategy draws only permutes), 0-d and unit outputs, outputs that do not
+    span L, with row- and column-major inputs (a reshape of a column-major input binds a copy)."""
+    fn, extra = _LAYOUT_CASES[name]
+    rng = np.random.default_rng(3)
+    ex = {"accum": np.empty((_L, _M, _N), np.float32), **extra}
+    tree = evt_core.trace(fn, ex)
+    inputs = {k: (0.25 if isinstance(v, float) else np.asarray(rng.standard_normal(v.shape).astype(v.dtype),
+                                                                 order=order))
+              for k, v in extra.items() if k in tree.params}
+    A = rng.integers(-2, 3, (_L, _M, 3)).astype(np.float16)
+    B = rng.integers(-2, 3, (3, _N)).astype(np.float16)
+    check_program_matches_tree(tree, A, B, inputs, name)
