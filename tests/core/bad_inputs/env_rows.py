@@ -116,6 +116,17 @@ def _cache_dir(value, make_file=False):
             assert DiskCache("rows").get("f" * 32) == ({}, {".x": b"1"})
             cache.reset()
 
+def _namespace_is_a_file():
+    """$EVT_CACHE_DIR is fine but its numba/ is a file: writes warn once, reads miss."""
+    with tempfile.TemporaryDirectory() as d, env(EVT_CACHE_DIR=d):
+        cache.reset()
+        open(os.path.join(d, "rows"), "w").close()
+        for _ in range(2):
+            DiskCache("rows").put("f" * 32, {".x": b"1"})
+            assert DiskCache("rows").get("f" * 32) is None
+        cache.reset()
+
+
 def _dump_into_file():
     with tempfile.NamedTemporaryFile() as f, env(EVT_DUMP=f.name):
         evt_core.api._kernels.clear()
@@ -168,6 +179,7 @@ ROWS = [
     Row("cache-dir-empty-string", lambda: _cache_dir(""), CacheWarning, "EVT_CACHE_DIR is set but empty"),
     Row("cache-dir-names-a-file", lambda: _cache_dir(None, make_file=True), CacheWarning, "names a file"),
     Row("cache-dir-under-a-file", lambda: _cache_dir("/dev/null/evt"), CacheWarning, "'/dev/null/evt'"),
+    Row("cache-namespace-is-a-file", _namespace_is_a_file, CacheWarning, "cannot write the compile cache"),
     Row("cache-entry-truncated", lambda: _cache_after(_truncate), CacheWarning, "eeee"),
     Row("cache-entry-random-manifest", lambda: _cache_after(_random_manifest), CacheWarning, "corrupt cache entry"),
     Row("cache-entry-replaced-by-directory", lambda: _cache_after(_dir_instead), CacheWarning, "IsADirectoryError"),

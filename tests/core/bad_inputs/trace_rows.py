@@ -105,6 +105,8 @@ ROWS = [
         TraceError, "'bais' is neither"),
     Row("unknown-example-key-suggests", lambda: trace(_fn_with("bias"), bias=empty((N,)), biass=empty((N,)), D=D),
         TraceError, "did you mean 'bias'"),
+    Row("example-key-not-a-string", lambda: evt_core.trace(lambda accum: {"D": accum}, {"accum": D, "D": D, 0: D}),
+        TraceError, "example 0 is neither"),
     Row("float-example-for-output", lambda: trace(lambda accum: {"D": accum}, D=1.0), TraceError, "output 'D'"),
     Row("compile-not-a-tree", lambda: evt_core.compile(lambda accum: accum, "numpy"), TraceError,
         "expected a tree"),
