@@ -57,7 +57,7 @@ def _resolve(raw):
     elif not raw.strip():
         return _fall_back(f"{ENV} is set but empty")
     else:
-        wanted = Path(raw).expanduser()
+        wanted = Path(raw).expanduser().absolute()     # a later chdir must not move the cache
     if wanted.exists() and not wanted.is_dir():
         return _fall_back(f"{ENV}={raw!r} names a file, not a directory" if raw is not None
                           else f"{wanted} is a file, not a directory")
@@ -129,6 +129,9 @@ class DiskCache:
                 raise ValueError("not a manifest of this format")
             files = {}
             for suffix, rec in info["files"].items():
+                if not isinstance(rec["name"], str) or not rec["name"].startswith(f"{key}-") or \
+                        os.sep in rec["name"] or (os.altsep and os.altsep in rec["name"]):
+                    raise ValueError(f"file name {rec['name']!r} is not one of this entry's")   # never leave d
                 data = (d / rec["name"]).read_bytes()
                 if len(data) != rec["size"]:
                     raise ValueError(f"{rec['name']} has {len(data)} bytes, {rec['size']} were written")

@@ -72,10 +72,15 @@ def scalar_value(name, v):
 
 def _in_fp32_range(name, v):
     """Scalars are passed to kernels as fp32: a finite value beyond its range would be inf."""
-    if math.isfinite(v) and abs(v) > FP32_MAX:
+    if math.isfinite(v) and abs(v) > FP32_MAX and math.isinf(_as_fp32(v)):
         raise ArgumentError(f"scalar {name!r} = {v!r} is beyond float32's range (+-3.4e38); kernels take "
                             "scalars as float32, where it would be inf")
     return v
+
+
+def _as_fp32(v):
+    with np.errstate(over="ignore"):
+        return float(np.float32(v))
 
 
 def _real_kind(dt):

@@ -47,6 +47,8 @@ DAMAGE = {
     "manifest-is-a-directory": lambda d, k: ((d / f"{k}.json").unlink(), (d / f"{k}.json").mkdir()),
     "data-missing": lambda d, k: _data_file(d, k, ".txt").unlink(),
     "manifest-not-an-object": lambda d, k: (d / f"{k}.json").write_text("[1, 2]"),
+    "manifest-points-outside": lambda d, k: (d / f"{k}.json").write_text(
+        '{"format": 1, "meta": {}, "files": {".bin": {"name": "../../etc/passwd", "size": 1, "sha256": ""}}}'),
 }
 
 
