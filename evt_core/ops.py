@@ -54,6 +54,9 @@ def _ints(values, op, what, example):
 def _axes(over, name):
     """The frozenset of axes `over` names, or TraceError (any non-string, non-iterable value
     included: over=0 must not surface as Python's 'int' object is not iterable)."""
+    if over is None:
+        raise TraceError(f"ops.{name}(x) needs over=, the problem axes the reduction removes: over='M' "
+                         "reduces the columns (one value per n), over='N' the rows, over=('M', 'N') both")
     if isinstance(over, str):
         items = (over,)
     elif isinstance(over, (tuple, list, set, frozenset)):
@@ -67,22 +70,22 @@ def _axes(over, name):
     return frozenset(items)
 
 
-def sum(x, over):  # noqa: A001 - the op's name
+def sum(x, over=None):  # noqa: A001 - the op's name
     """Sum over the named axes, in fp32."""
     return apply(Op.SUM, x, arg=_axes(over, "sum"))
 
 
-def amax(x, over):
+def amax(x, over=None):
     """Max over the named axes; NaN propagates."""
     return apply(Op.AMAX, x, arg=_axes(over, "amax"))
 
 
-def amin(x, over):
+def amin(x, over=None):
     """Min over the named axes; NaN propagates."""
     return apply(Op.AMIN, x, arg=_axes(over, "amin"))
 
 
-def mean(x, over):
+def mean(x, over=None):
     """Mean over the named axes: the fp32 sum divided by the number of reduced elements."""
     return apply(Op.MEAN, x, arg=_axes(over, "mean"))
 
