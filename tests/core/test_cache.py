@@ -146,9 +146,23 @@ def test_cupy_autotune_uses_the_shared_cache(cache_dir):
         assert autotune.load("program|spec|class|H200") is None
 
 
-def test_numba_cubin_cache_rebuilds_a_truncated_cubin(cache_dir):
-    """A real sm_90 cubin built on the CPU: truncating it under its intact manifest gives one
-    warning and a rebuild, not a load of the torn bytes."""
+def _cut(p):
+    p.write_bytes(p.read_bytes()[:100])
+
+
+def _scramble(p):
+    p.write_bytes(os.urandom(p.stat().st_size))
+
+
+def _dir(p):
+    p.unlink()
+    p.mkdir()
+
+
+@pytest.mark.parametrize("damage", [_cut, _scramble, _dir], ids=["truncated", "random-bytes", "directory"])
+def test_numba_cubin_cache_rebuilds_a_damaged_cubin(cache_dir, damage):
+    """A real sm_90 cubin built on the CPU: damaging it under its intact manifest gives one
+    warning and a rebuild, never a load of the damaged bytes."""
     pytest.importorskip("numba.cuda")
     pytest.importorskip("cuda.bindings.nvjitlink")
     from evt_backends.numba_cuda import build
@@ -157,11 +171,11 @@ def test_numba_cubin_cache_rebuilds_a_truncated_cubin(cache_dir):
     from tests.numba_cuda.trees import case
     tree, *_ = case("bias_relu_stats", 2, 13, 11, 9)
     p = tree.program
-    key = build.cache_key("test_cache", p.key())
+    key = build.cache_key("test_cache", p.key(), damage.__name__)
     first = build.build(key, finish_source(p), "evt_finish", finish_params(p))
     build._memory.clear()
     (cubin,) = (cache_dir / "numba").glob(f"{key}-*.{first.image_kind}")
-    cubin.write_bytes(cubin.read_bytes()[:100])
+    damage(cubin)
     before = build.COMPILES["count"]
     with pytest.warns(CacheWarning, match=key):
         again = build.build(key, finish_source(p), "evt_finish", finish_params(p))

@@ -95,6 +95,12 @@ def rows(backend, simulator=False):
             "'alpha' = 1e+39 is beyond float32"),
         Row("scalar-inf-is-valid", lambda: _valid(be, alpha=float("inf"), clean={"alpha": np.inf}), None),
         Row("scalar-bad-after-good-call", lambda: _twice(be, _with(alpha="0.5")), ArgumentError, "'alpha'"),
+        # ---- batches
+        Row("batched", lambda: _batched(be, (2, M, K), (2, K, N)), None),
+        Row("batched-B-shared", lambda: _batched(be, (2, M, K), (K, N)), None),
+        Row("batched-A-shared", lambda: _batched(be, (M, K), (2, K, N)), None),
+        Row("batched-L-mismatch", lambda: _batched(be, (2, M, K), (3, K, N)), ShapeError, "A has batch 2"),
+        Row("batched-tree-with-2d-operands", lambda: _batched(be, (M, K), (K, N)), ShapeError, "batched accum"),
         # ---- shapes
         Row("A-1d", lambda: _call(be, A[0], B, **c), ShapeError, "A must be a 2-D or 3-D"),
         Row("A-a-list", lambda: _call(be, A.tolist(), B, **c), ShapeError, "A must be"),
@@ -137,6 +143,18 @@ def rows(backend, simulator=False):
     if not simulator:     # the CUDA simulator has no bfloat16
         out.append(Row("bf16-operands", lambda: _bf16(be), None))
     return [Row(f"{be}:{r.name}", r.make, r.expect, r.fragment, be) for r in out]
+
+
+def _batched(backend, a_shape, b_shape):
+    """A batched epilogue with a per-batch row input, at the given A and B shapes (L = 2)."""
+    from .common import L
+    rng = np.random.default_rng(5)
+    A, B = ints(a_shape, rng=rng), ints(b_shape, rng=rng)
+    tree = evt_core.trace(lambda accum, p: {"D": accum * p, "s": evt_core.ops.sum(accum, over=("L", "M"))},
+                          {"accum": empty((L, M, N)), "p": empty((L, 1, N)), "D": empty((L, M, N), np.float16),
+                           "s": empty((N,))})
+    p = ints((L, 1, N), np.float32, rng)
+    return against_reference(backend, tree, A, B, {"p": p})
 
 
 def _by_name(backend):
