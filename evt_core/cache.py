@@ -125,6 +125,8 @@ class DiskCache:
             return None
         try:
             info = json.loads(manifest.read_bytes())
+            if isinstance(info, dict) and "format" not in info and "files" not in info:
+                return None     # written before manifests had a format: a plain miss, put() replaces it
             if not isinstance(info, dict) or info.get("format") != FORMAT:
                 raise ValueError("not a manifest of this format")
             files = {}

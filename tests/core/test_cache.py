@@ -67,6 +67,20 @@ def test_damaged_entry_is_discarded_with_one_warning_and_rebuilt(cache_dir, dama
     assert c.get(key) == ({}, FILES)
 
 
+def test_an_entry_from_before_manifests_is_a_quiet_miss(cache_dir):
+    """The numba cache once wrote {"entry": ..., "image_kind": ...} manifests: not corrupt,
+    just old; a miss without a warning, replaced by the next put."""
+    d = cache_dir / "numba"
+    d.mkdir()
+    (d / f"{'c' * 32}.json").write_text('{"entry": "evt_kernel", "image_kind": "cubin"}')
+    (d / f"{'c' * 32}.cubin").write_bytes(b"old")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CacheWarning)
+        assert DiskCache("numba").get("c" * 32) is None
+        DiskCache("numba").put("c" * 32, FILES)
+        assert DiskCache("numba").get("c" * 32) == ({}, FILES)
+
+
 def _fallback_case(monkeypatch, tmp_path, kind):
     if kind == "empty":
         monkeypatch.setenv(cache.ENV, "")
