@@ -5,7 +5,8 @@ normalised values.
 Invariant of `normalize_call`'s result: A and B are given; every run-time scalar of the Program
 is a Python float (Python and NumPy numbers and 0-d arrays are accepted; strings, bools,
 complex numbers and arrays with more than one element are refused); no argument is a masked
-array; anything else is left for `evt_core.bind.bind` to check against the Program.
+array; no NumPy array has a negative or misaligned stride (those are copied, see `_plain`);
+anything else is left for `evt_core.bind.bind` to check against the Program.
 """
 import math
 import numbers
@@ -95,8 +96,18 @@ def _real_kind(dt):
 
 
 def _plain(x):
-    """np.matrix (always 2-D, `*` is a matrix product) as the ndarray over the same memory."""
-    return np.asarray(x) if isinstance(x, np.matrix) else x
+    """A NumPy array every backend can bind as is: np.matrix as the ndarray over the same
+    memory, and a row-major copy of an array with a negative stride (a reversed view) or a byte
+    stride that is not a multiple of its item size (a view of a packed record) — GPU backends
+    copy host arrays to the device anyway, and these two layouts are the ones a byte-for-byte
+    device mirror cannot reproduce. Other objects pass through."""
+    if not isinstance(x, np.ndarray):
+        return x
+    if isinstance(x, np.matrix):
+        x = np.asarray(x)
+    if any(s < 0 or s % x.itemsize for s in x.strides):
+        x = np.ascontiguousarray(x)
+    return x
 
 
 def _refuse_masked(what, x):

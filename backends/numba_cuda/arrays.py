@@ -95,15 +95,6 @@ def span(shape, strides_bytes, itemsize, what):
     return sum((e - 1) * s for e, s in zip(shape, strides_bytes)) + itemsize
 
 
-def without_negative_strides(x):
-    """A host array the device mirror can copy byte-for-byte (its span starts at element 0):
-    `x` itself, or a row-major copy when a stride is negative (a reversed view such as
-    x[::-1]). Non-arrays pass through."""
-    if isinstance(x, np.ndarray) and any(s < 0 for s in x.strides):
-        return np.ascontiguousarray(x)
-    return x
-
-
 def allocator(side, like):
     """alloc(shape, dtype_name, element_strides) for bind, on `side` (device of `like`)."""
     def alloc(shape, dtype, strides):
