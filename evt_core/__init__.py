@@ -8,8 +8,8 @@
 from . import ops
 from .api import DEFAULT_BACKEND, backends, compile, interpret, trace
 from .backend import Backend, Kernel, Support
-from .errors import (BackendNotFoundError, BackendUnavailableError, DTypeError, EvtError, KernelCompileError,
-                     ShapeError, TraceError, UnsupportedError)
+from .errors import (ArgumentError, BackendNotFoundError, BackendUnavailableError, DTypeError, EvtError,
+                     KernelCompileError, ResourceError, ShapeError, TraceError, UnsupportedError)
 from .program import Program
 from .tree.ir import Tree
 from .tree.ops import Op
@@ -20,4 +20,4 @@ __version__ = "0.1.0"
 __all__ = ["trace", "interpret", "compile", "backends", "ops", "TensorSpec", "Tree", "Program", "Op",
            "Backend", "Kernel", "Support", "DEFAULT_BACKEND",
            "EvtError", "TraceError", "ShapeError", "DTypeError", "UnsupportedError", "BackendNotFoundError",
-           "BackendUnavailableError", "KernelCompileError"]
+           "BackendUnavailableError", "KernelCompileError", "ArgumentError", "ResourceError"]

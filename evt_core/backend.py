@@ -67,8 +67,19 @@ class Kernel:
     options: dict = field(default_factory=dict)
     compile_seconds: float = 0.0
 
-    def __call__(self, A, B, **inputs):
-        return self.run(A, B, inputs)
+    def __call__(self, *args, **inputs):
+        """kernel(A, B, **inputs). Arguments are checked and normalised (evt_core.call) before
+        the backend's `run` sees them, so every backend refuses the same bad calls alike."""
+        from .call import normalize_call
+        from .errors import EvtError, ResourceError
+        A, B, inputs = normalize_call(self.tree.program, args, inputs)
+        try:
+            return self.run(A, B, inputs)
+        except MemoryError as e:     # host or device (CuPy's and torch's OOM are MemoryErrors)
+            if isinstance(e, EvtError):
+                raise
+            raise ResourceError(f"{self.backend}: out of memory for A of shape {tuple(A.shape)} and B of shape "
+                                f"{tuple(B.shape)} ({type(e).__name__}: {e}); split the problem") from e
 
     @property
     def source(self):

@@ -7,13 +7,14 @@ Numba device arrays). Output allocation is the backend's: `alloc(shape, dtype_na
 returns an array with exactly those element strides.
 """
 import math
-import os
 from dataclasses import dataclass
 
 import numpy as np
 
+from .call import scalar_value
 from .dtypes import DTYPES, dtype_name
-from .errors import DTypeError, ShapeError, UnsupportedError
+from .env import flag
+from .errors import DTypeError, ResourceError, ShapeError, UnsupportedError
 
 
 @dataclass
@@ -197,12 +198,8 @@ def bind(program, A, B, inputs, alloc, fill=None, upload=None):
     for name in program.scalars:
         if name not in inputs:
             raise ShapeError(f"missing scalar {name!r}: pass it as kernel(A, B, {name}=0.5)")
-        v = inputs[name]
-        try:
-            scalars.append(float(v))
-        except (TypeError, ValueError):
-            raise ShapeError(f"scalar {name!r} must be a Python number, got {type(v).__name__}") from None
-    poison = fill if os.environ.get("EVT_POISON") == "1" else None
+        scalars.append(scalar_value(name, inputs[name]))
+    poison = fill if flag("EVT_POISON") else None
     outs = [_allocate(op, ext, alloc, poison) for op in program.outputs]
     reds = [_allocate(r.operand, ext, alloc, poison) for r in program.reductions]
     by_name = {op.name: t.array for op, t in zip(program.outputs, outs)}
@@ -233,10 +230,10 @@ def _allocate(op, ext, alloc, poison):
     for d in reversed(order):
         strides[d] = step
         step *= shape[d]
-    arr = alloc(shape, op.dtype, tuple(strides))
+    arr = _alloc(alloc, op, shape, tuple(strides))
     st = frame_strides(op, arr, f"output {op.name!r}")
     if st is None:   # the example's dim order cannot carry the view: row-major always can
-        arr = alloc(shape, op.dtype, _row_major(shape))
+        arr = _alloc(alloc, op, shape, _row_major(shape))
         st = frame_strides(op, arr, f"output {op.name!r}")
     if st is None:   # pragma: no cover - a row-major array reshapes without a copy
         raise UnsupportedError(f"output {op.name!r}: its layout {op.view} cannot be written through strides; "
@@ -244,6 +241,15 @@ def _allocate(op, ext, alloc, poison):
     if poison is not None:
         poison(arr, float("nan"))
     return Tensor(arr, st)
+
+
+def _alloc(alloc, op, shape, strides):
+    try:
+        return alloc(shape, op.dtype, strides)
+    except MemoryError:      # NumPy's, CuPy's OutOfMemoryError and torch's are all MemoryErrors
+        nbytes = math.prod(shape) * DTYPES[op.dtype].itemsize
+        raise ResourceError(f"output {op.name!r} of shape {shape} ({op.dtype}) needs {nbytes / 2 ** 30:.1f} GiB, "
+                            "more than can be allocated; split the problem (e.g. along M)") from None
 
 
 def _row_major(shape):
@@ -294,5 +300,8 @@ def _frame_copy(x, op, what):
 def numpy_alloc(shape, dtype, strides):
     dt = DTYPES[dtype]
     size = 1 + sum((e - 1) * s for e, s in zip(shape, strides)) if all(shape) else 0
-    base = np.empty(max(size, 1), dt)
+    try:
+        base = np.empty(max(size, 1), dt)
+    except ValueError as e:     # "array is too big": beyond the address space, i.e. out of memory
+        raise MemoryError(str(e)) from None
     return np.lib.stride_tricks.as_strided(base, shape, tuple(s * dt.itemsize for s in strides), writeable=True)

@@ -24,7 +24,17 @@ def dtype_name(dtype, what):
     for name, ref in DTYPES.items():
         if d == ref:
             return name
-    raise DTypeError(f"{what} has dtype {dtype}; supported dtypes are float32, float16, bfloat16")
+    if d is not None and d.byteorder not in ("=", "|") and d.newbyteorder("=") in DTYPES.values():
+        native = d.newbyteorder("=")
+        order = "big" if d.byteorder == ">" else "little"
+        raise DTypeError(f"{what} is {native.name} stored {order}-endian (dtype {d.str!r}); kernels read "
+                         f"native byte order: pass x.astype({native.newbyteorder('<').str!r})")
+    hint = ""
+    if d is not None and d.kind in "fiub":
+        hint = "; cast it, e.g. x.astype(np.float32)"
+    elif d is not None and d.kind == "c":
+        hint = "; complex values are not supported (pass the real part, x.real.astype(np.float32))"
+    raise DTypeError(f"{what} has dtype {dtype}; supported dtypes are float32, float16, bfloat16{hint}")
 
 
 def round_to(x, name):

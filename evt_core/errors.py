@@ -37,11 +37,21 @@ class BackendNotFoundError(EvtError, LookupError):
     """`compile(tree, backend=name)` with a name no plugin registered, or a backend whose
     plugin failed to load. The message lists the registered backends and any load errors."""
 
-    def __init__(self, name, available, load_errors=None):
+    def __init__(self, name, available, load_errors=None, disabled=()):
         self.name, self.available, self.load_errors = name, tuple(available), dict(load_errors or {})
+        if name in disabled:
+            msg = (f"backend {name!r} is disabled by EVT_DISABLE_PLUGINS={','.join(disabled)}; remove it from "
+                   f"that variable to use it (enabled: {', '.join(self.available) or 'none'})")
+            super().__init__(msg)
+            return
+        if not isinstance(name, str):
+            msg = (f"backend must be a backend name (a string), got {type(name).__name__} {name!r}; "
+                   f"registered: {', '.join(self.available) or 'none'}, or 'auto'")
+            super().__init__(msg)
+            return
         msg = f"no backend named {name!r}; registered: {', '.join(self.available) or 'none'}"
         import difflib
-        close = difflib.get_close_matches(str(name).replace("-", "_").lower(), self.available, n=1)
+        close = difflib.get_close_matches(name.replace("-", "_").lower(), self.available, n=1)
         if close:
             msg += f" (did you mean {close[0]!r}?)"
         if name in self.load_errors:
@@ -61,3 +71,19 @@ class KernelCompileError(EvtError, RuntimeError):
     def __init__(self, backend, stage, detail, source=""):
         self.backend, self.stage, self.source = backend, stage, source
         super().__init__(f"{backend}: {stage} failed: {detail}")
+
+
+class ArgumentError(EvtError, TypeError):
+    """A call with an argument of the wrong kind: an aux input passed positionally, a string or
+    bool where a number is expected, a masked array, an option of the wrong type. The message
+    names the argument and says what to pass instead."""
+
+
+class ResourceError(EvtError, MemoryError):
+    """The problem does not fit: an output or the accumulator needs more memory than can be
+    allocated. The message names the tensor and the size."""
+
+
+class PluginError(EvtError, ValueError):
+    """A plugin registered something inconsistent (two backends under one name). The message
+    names both classes."""

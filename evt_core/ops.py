@@ -4,6 +4,8 @@ Each builds one tree node; its semantics is the entry of the same name in
 evt_core.tree.ops (one table for everything). Reductions name the problem axes they REMOVE:
 "L", "M", "N" or a tuple of them, in any order.
 """
+import numbers
+
 from .errors import TraceError
 from .tree.ops import AXES, Op
 from .tree.trace import apply
@@ -33,38 +35,57 @@ def where(cond, a, b): """a where cond != 0, else b"""; return apply(Op.WHERE, c
 
 def permute(x, dims):
     """Transpose the value's dims (NumPy's transpose). Folded into load/store strides."""
-    return apply(Op.PERMUTE, x, arg=tuple(int(d) for d in dims))
+    return apply(Op.PERMUTE, x, arg=_ints(dims, "permute", "dims", "(1, 0)"))
 
 
 def reshape(x, shape):
     """NumPy reshape (one -1 allowed). A tree with literal extents is specialised on them."""
-    return apply(Op.RESHAPE, x, arg=tuple(int(e) for e in shape))
+    return apply(Op.RESHAPE, x, arg=_ints(shape, "reshape", "shape", "(M, -1)"))
+
+
+def _ints(values, op, what, example):
+    """A tuple of Python ints from a sequence of integers, or TraceError naming the op."""
+    if isinstance(values, (tuple, list)) and all(isinstance(v, numbers.Integral) and not isinstance(v, bool)
+                                                 for v in values):
+        return tuple(int(v) for v in values)
+    raise TraceError(f"ops.{op}(x, {what}={values!r}): {what} must be a tuple of ints, e.g. {example}")
 
 
 def _axes(over, name):
-    items = (over,) if isinstance(over, str) else tuple(over) if over is not None else ()
-    if not items or any(a not in AXES for a in items):
+    """The frozenset of axes `over` names, or TraceError (any non-string, non-iterable value
+    included: over=0 must not surface as Python's 'int' object is not iterable)."""
+    if over is None:
+        raise TraceError(f"ops.{name}(x) needs over=, the problem axes the reduction removes: over='M' "
+                         "reduces the columns (one value per n), over='N' the rows, over=('M', 'N') both")
+    if isinstance(over, str):
+        items = (over,)
+    elif isinstance(over, (tuple, list, set, frozenset)):
+        items = tuple(over)
+    else:
+        items = ()
+    if not items or any(not isinstance(a, str) or a not in AXES for a in items):
         raise TraceError(f"ops.{name}(..., over={over!r}): over must be 'L', 'M', 'N' or a tuple of them "
-                         "(the axes the reduction removes)")
+                         "(the axes the reduction removes, by name; numeric axes are not accepted because axis 0 is L "
+                         "or M depending on the rank)")
     return frozenset(items)
 
 
-def sum(x, over):  # noqa: A001 - the op's name
+def sum(x, over=None):  # noqa: A001 - the op's name
     """Sum over the named axes, in fp32."""
     return apply(Op.SUM, x, arg=_axes(over, "sum"))
 
 
-def amax(x, over):
+def amax(x, over=None):
     """Max over the named axes; NaN propagates."""
     return apply(Op.AMAX, x, arg=_axes(over, "amax"))
 
 
-def amin(x, over):
+def amin(x, over=None):
     """Min over the named axes; NaN propagates."""
     return apply(Op.AMIN, x, arg=_axes(over, "amin"))
 
 
-def mean(x, over):
+def mean(x, over=None):
     """Mean over the named axes: the fp32 sum divided by the number of reduced elements."""
     return apply(Op.MEAN, x, arg=_axes(over, "mean"))
 

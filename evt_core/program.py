@@ -3,9 +3,12 @@
 A traced tree, after the pass pipeline, is flattened into a `Program`: a straight-line SSA list
 of instructions in topological order, evaluated once per accumulator element (l, m, n). Layout
 ops are gone (they became each operand's `view`), shared values are plain SSA reuse, and every
-tensor's role is explicit in `spans`. Backends never look at the tree itself; the reference
-interpreter evaluates the same Program, so "matches the reference" means "same Program, same
-semantics".
+tensor's role is explicit in `spans`. Backends never look at the tree itself, and neither does
+the reference: `evt_core.interpret` (and the "numpy" backend) run this Program through
+`evt_core.interpreter.evaluate_program`, so "matches the reference" means "same Program, same
+semantics". The tree walker (evt_core/interpreter/reference.py) evaluates trees at any pipeline
+stage; a property (properties/test_program_eval.py) checks that both agree bit for bit, which
+is what checks lowering.
 
 Semantics of one Program (the contract every backend implements):
   * ACCUM is A@B at (l, m, n), accumulated in fp32.

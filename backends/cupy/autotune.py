@@ -1,19 +1,16 @@
 """Pick a tile configuration by timing the FUSED kernel (epilogue included) on the call's own
 arrays, over the small candidate set `select.candidates` gives, and remember the winner on disk
-(~/.cache/evt/cupy/autotune.json, or $EVT_CACHE_DIR/cupy/autotune.json) per Program key, Spec,
-shape class and device name.
+per Program key, Spec, shape class and device name: one evt_core.cache entry each under
+$EVT_CACHE_DIR/cupy/autotune (default ~/.cache/evt), so a corrupt entry is discarded and
+re-tuned and concurrent tuners never lose each other's results.
 """
-import json
-import os
+import hashlib
 import sys
 import time
-from pathlib import Path
 
+from evt_core.cache import DiskCache
 
-def cache_path():
-    root = os.environ.get("EVT_CACHE_DIR")
-    base = Path(root) if root else Path.home() / ".cache" / "evt"
-    return base / "cupy" / "autotune.json"
+_disk = DiskCache("cupy/autotune")
 
 
 def shape_class(b):
@@ -26,24 +23,24 @@ def cache_key(program, spec, b, device_name):
     return f"{program.key()}|{spec}|{shape_class(b)}|{device_name}"
 
 
+def _entry(key):
+    return hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
 def load(key):
-    try:
-        return json.loads(cache_path().read_text()).get(key)
-    except (OSError, ValueError):
+    """The remembered winner's label for `key`, or None (never tuned, or a discarded entry)."""
+    hit = _disk.get(_entry(key))
+    if hit is None:
         return None
+    meta, files = hit
+    if meta.get("key") != key or set(files) != {".label"}:
+        return None        # a digest collision or a foreign entry: tune again
+    return files[".label"].decode()
 
 
 def store(key, label):
-    path = cache_path()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        data = json.loads(path.read_text()) if path.exists() else {}
-        data[key] = label
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-        tmp.replace(path)      # atomic: concurrent tuners never leave a torn file
-    except (OSError, ValueError):
-        pass                   # a read-only home only costs re-tuning
+    """Remember `label` for `key` (a cache that cannot be written only costs re-tuning)."""
+    _disk.put(_entry(key), {".label": label.encode()}, {"key": key})
 
 
 def _progress(i, n, label, best):

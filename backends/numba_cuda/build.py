@@ -2,17 +2,19 @@
 
 The cache key is program.key() + the kernel variant + options + the backend's code version
 (+ the numba-cuda and target versions), so a second compile of the same tree, in this process or
-a later one, reuses the cubin without running numba. `COMPILES` counts real numba compilations
+a later one, reuses the cubin without running numba. The disk side is evt_core.cache (entries
+checked by size and SHA-256 before use, atomic writes, a private fallback for an unusable
+$EVT_CACHE_DIR). `COMPILES` counts real numba compilations
 (tests assert a second compile adds none).
 """
 import hashlib
 import json
-import os
 import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from evt_core.cache import DiskCache, atomic_write
 from evt_core.errors import KernelCompileError
 
 from .signature import numba_signature
@@ -44,8 +46,12 @@ class Built:
     image_kind: str       # "cubin" | "ptx"
 
 
+_disk = DiskCache("numba")
+
+
 def cache_dir():
-    return Path(os.environ.get("EVT_CACHE_DIR", Path.home() / ".cache" / "evt")) / "numba"
+    """Where generated sources and cubins live ($EVT_CACHE_DIR/numba; see evt_core.cache)."""
+    return _disk.directory()
 
 
 def module_source(body, key, simulator):
@@ -56,15 +62,17 @@ def module_source(body, key, simulator):
 
 def load_python(source, name, key):
     """Exec generated source from a file (tracebacks and numba errors then point at real lines)."""
-    path = cache_dir() / f"{key}_{name}.py"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if not path.exists() or path.read_text() != source:
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(source)
-        tmp.replace(path)
+    filename = f"<evt generated {key}_{name}>"
+    try:
+        path = cache_dir() / f"{key}_{name}.py"
+        if not path.is_file() or path.read_text() != source:
+            atomic_write(path, source.encode())
+        filename = str(path)
+    except OSError:
+        pass    # the file only gives tracebacks real lines; exec below does not need it
     ns = {"__name__": f"evt_generated_{key}_{name}"}
     try:
-        exec(compile(source, str(path), "exec"), ns)
+        exec(compile(source, filename, "exec"), ns)
     except Exception as e:   # a bug in the generator, never the user's tree
         raise KernelCompileError("numba_cuda", "python", f"{type(e).__name__}: {e}", source) from e
     return ns[name]
@@ -85,17 +93,16 @@ def build(key, body, name, params, cc=(9, 0)):
 
 
 def _from_disk(key):
-    d = cache_dir()
-    meta = d / f"{key}.json"
-    if not meta.exists():
+    """A verified entry (evt_core.cache checks sizes and hashes), or None to rebuild."""
+    hit = _disk.get(key)
+    if hit is None:
         return None
-    try:
-        info = json.loads(meta.read_text())
-        image = (d / f"{key}.{info['image_kind']}").read_bytes()
-        src = (d / f"{key}.src.py").read_text()
-        return Built(src, "", image, info["entry"], info["image_kind"])
-    except (OSError, ValueError, KeyError):
-        return None      # a torn or foreign cache entry: recompile
+    meta, files = hit
+    kind = meta.get("image_kind")
+    if kind not in ("cubin", "ptx") or set(files) != {".src.py", ".ptx", f".{kind}"} or "entry" not in meta:
+        _disk.discard(key, "the entry does not have this backend's files")
+        return None
+    return Built(files[".src.py"].decode(), files[".ptx"].decode(), files[f".{kind}"], meta["entry"], kind)
 
 
 def _compile(key, body, name, params, cc):
@@ -110,20 +117,10 @@ def _compile(key, body, name, params, cc):
     COMPILES["count"] += 1
     entry = re.search(r"\.entry\s+(\S+)\(", ptx).group(1)
     image, kind = _link(ptx, cc, source)
-    d = cache_dir()
-    d.mkdir(parents=True, exist_ok=True)
-    # Atomic writes, metadata last: a concurrent reader sees a whole entry or none.
-    _atomic(d / f"{key}.src.py", source.encode())
-    _atomic(d / f"{key}.ptx", ptx.encode())
-    _atomic(d / f"{key}.{kind}", image)
-    _atomic(d / f"{key}.json", json.dumps({"entry": entry, "image_kind": kind}).encode())
+    # evt_core.cache writes atomically, manifest last: a concurrent reader sees a whole entry
+    _disk.put(key, {".src.py": source.encode(), ".ptx": ptx.encode(), f".{kind}": image},
+              {"entry": entry, "image_kind": kind})
     return Built(source, ptx, image, entry, kind)
-
-
-def _atomic(path, data):
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    tmp.replace(path)
 
 
 def _link(ptx, cc, source):

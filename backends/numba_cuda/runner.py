@@ -10,7 +10,8 @@ import os
 import numpy as np
 
 from evt_core.bind import bind
-from evt_core.errors import UnsupportedError
+from evt_core.call import scalar_value
+from evt_core.errors import EvtError, UnsupportedError
 
 from ..gpu import streams
 from . import arrays, build, driver, fastcall
@@ -229,9 +230,9 @@ class _Plan:
 
     def rebind(self, va, vb, vin, alloc):
         from evt_core.bind import Bound, Tensor
-        try:
-            scalars = [float(vin[n]) for n in self.p.scalars]
-        except (TypeError, ValueError, KeyError):
+        try:    # the same check bind makes; a refusal falls back to bind for its message
+            scalars = [scalar_value(n, vin[n]) for n in self.p.scalars]
+        except (EvtError, KeyError):
             return None
         poison = os.environ.get("EVT_POISON") == "1"
 

@@ -13,10 +13,11 @@ class NumpyBackend(Backend):
         return Support.yes()
 
     def compile(self, tree, options):
-        from evt_core.interpreter import interpret
+        from evt_core.interpreter import evaluate_program
+        program = tree.program
 
         def run(A, B, inputs):
-            return interpret(tree, A, B, **inputs)
+            return evaluate_program(program, A, B, inputs)
         return Kernel(self.name, tree, run, stages={"program": tree.program.describe()}, options=options)
 
 

@@ -1,11 +1,13 @@
-"""The NumPy reference interpreter: the executable form of the semantics.
+"""The tree walker: the semantics evaluated directly on a Tree.
 
-It evaluates a tree at ANY stage of the pipeline (layout nodes, TOPO bodies and all) over the
-whole (L, M, N) problem at once, not per tile: the accumulator is A @ B in fp32, every load is
-converted to fp32, every op runs in fp32 through the op table, reductions accumulate in fp32
-from their identity and round once, and a store rounds to its dtype (nearest even) and returns
-its input. Backends are correct when they agree with it; tile-level execution may differ only
-by floating-point reassociation.
+`evt_core.interpret` evaluates the lowered Program instead (program.py); this walker exists for
+trees in the middle of the pipeline and as the independent side of the property that checks
+lowering (properties/test_program_eval.py). It evaluates a tree at ANY stage of the pipeline
+(layout nodes, TOPO bodies and all) over the whole (L, M, N) problem at once, not per tile: the
+accumulator is A @ B in fp32, every load is converted to fp32, every op runs in fp32 through
+the op table, reductions accumulate in fp32 from their identity and round once, and a store
+rounds to its dtype (nearest even) and returns its input. Backends are correct when they agree
+with it; tile-level execution may differ only by floating-point reassociation.
 """
 import numpy as np
 

@@ -13,7 +13,8 @@ import warnings
 
 import pluggy
 
-from ..errors import BackendNotFoundError
+from ..env import flag
+from ..errors import BackendNotFoundError, PluginError
 from . import PROJECT, hookimpl, spec
 
 DEFAULT_PLUGINS = (
@@ -30,17 +31,18 @@ class BackendRegistry:
     def __init__(self):
         self._backends = {}
         self.load_errors = {}
+        self.disabled = ()         # names blocked by EVT_DISABLE_PLUGINS
 
     def add(self, cls):
         name = cls.name
         if name in self._backends:
-            raise ValueError(f"backend name {name!r} registered twice: by {type(self._backends[name]).__qualname__} "
+            raise PluginError(f"backend name {name!r} registered twice: by {type(self._backends[name]).__qualname__} "
                              f"and {cls.__qualname__}")
         self._backends[name] = cls()
 
     def get(self, name):
         if name not in self._backends:
-            raise BackendNotFoundError(name, self.names(), self.load_errors)
+            raise BackendNotFoundError(name, self.names(), self.load_errors, self.disabled)
         return self._backends[name]
 
     def names(self):
@@ -66,20 +68,40 @@ class Plugins:
         self.pm = pluggy.PluginManager(PROJECT)
         self.pm.add_hookspecs(spec)
         self.registry = BackendRegistry()
-        for name in filter(None, os.environ.get("EVT_DISABLE_PLUGINS", "").split(",")):
-            self.pm.set_blocked(name.strip())
+        disabled = [n.strip() for n in os.environ.get("EVT_DISABLE_PLUGINS", "").split(",") if n.strip()]
+        for name in disabled:
+            self.pm.set_blocked(name)
+        self.registry.disabled = tuple(disabled)
         self.pm.register(_Defaults(), name="evt_core.defaults")
         for name, module in DEFAULT_PLUGINS:
             self._load(name, lambda m=module: importlib.import_module(m))
+        known = [n for n, _ in DEFAULT_PLUGINS]
         if load_entry_points:
             for ep in importlib.metadata.entry_points(group="evt_core.backends"):
+                known.append(ep.name)
                 if ep.name not in self.registry.load_errors:
                     self._load(ep.name, ep.load)
+        unknown = [n for n in disabled if n not in known]
+        if unknown:    # a typo here would silently disable nothing
+            warnings.warn(f"evt_core: EVT_DISABLE_PLUGINS names {', '.join(map(repr, unknown))}, which "
+                          f"{'is' if len(unknown) == 1 else 'are'} not a plugin; known plugins: {', '.join(known)}",
+                          RuntimeWarning, stacklevel=2)
         self.pm.check_pending()
-        if os.environ.get("EVT_TRACE_PLUGINS") == "1":
+        if flag("EVT_TRACE_PLUGINS"):
             self.pm.trace.root.setwriter(lambda s: sys.stderr.write(s))
             self.pm.enable_tracing()
-        self.pm.hook.evt_register_backends(registry=self.registry)
+        self._register_backends()
+
+    def _register_backends(self):
+        """Call each plugin's evt_register_backends on its own: one plugin that raises (or
+        registers a taken name) is recorded like a failed import, and the others still load."""
+        for impl in self.pm.hook.evt_register_backends.get_hookimpls():
+            try:
+                impl.function(registry=self.registry)
+            except Exception as e:  # noqa: BLE001 - a broken plugin must not break the others
+                self.registry.load_errors[impl.plugin_name] = f"{type(e).__name__}: {e}"
+                warnings.warn(f"evt_core: plugin {impl.plugin_name!r} failed to register its backends: {e}",
+                              RuntimeWarning, stacklevel=3)
 
     def _load(self, name, loader):
         if self.pm.is_blocked(name) or self.pm.get_plugin(name) is not None:

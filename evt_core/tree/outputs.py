@@ -11,7 +11,7 @@ from ..errors import ShapeError, TraceError
 from ..program import Operand
 from .ir import Node, Tree, describe
 from .ops import AXES, Op, REDUCTIONS
-from .trace import Value, _example_of, stride_order, trace_function
+from .trace import Value, _example_of, fp32_constant, stride_order, trace_function
 
 
 def make_tree(fn, examples):
@@ -26,14 +26,29 @@ def make_tree(fn, examples):
         if isinstance(examples[name], numbers.Real):
             raise TraceError(f"output {name!r} has a float example; outputs need an array or TensorSpec")
         roots.append(store(name, _value_node(name, value), examples[name], problem, batched))
+    _refuse_unknown_examples(examples, params, returned)
     return Tree(tuple(roots), tuple(params), problem, batched, tuple(returned))
+
+
+def _refuse_unknown_examples(examples, params, returned):
+    """An example no parameter or output uses is almost always a typo (`bais` for `bias`, an
+    output renamed in the function but not in the dict); ignoring it would hide that."""
+    import difflib
+    known = list(params) + [n for n in returned if n not in params]
+    for key in examples:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise TraceError(f"example {key!r} is neither a parameter nor a returned output of the epilogue"
+                             f"{hint}; parameters: {list(params)}, outputs: {list(returned)}. Remove it or "
+                             "fix the name")
 
 
 def _value_node(name, value):
     if isinstance(value, Value):
         return value.node
     if isinstance(value, numbers.Real) and not isinstance(value, bool):
-        return Node(Op.CONST, arg=float(np.float32(value)))
+        return Node(Op.CONST, arg=fp32_constant(value, f"output {name!r}"))
     raise TraceError(f"output {name!r} is a {type(value).__name__}; return traced values (or numbers), "
                      "not containers or other objects")
 

@@ -1,7 +1,6 @@
 """The pass pipeline, in order. Each pass is a pure function Tree -> Tree whose docstring
 states the invariant it establishes; with EVT_VERIFY=1 the verifier runs after each one."""
-import os
-
+from ..env import flag
 from .lower import lower
 from .passes.constant_folding import fold_constants
 from .passes.cse import eliminate_common_subexpressions
@@ -24,7 +23,7 @@ PIPELINE = (
 
 def run_pipeline(tree, passes=PIPELINE, check=None):
     """Run `passes` on `tree`; returns the final tree with its lowered Program attached."""
-    check = os.environ.get("EVT_VERIFY") == "1" if check is None else check
+    check = flag("EVT_VERIFY") if check is None else check
     for p in passes:
         tree = p(tree)
         if check:

@@ -7,6 +7,7 @@ lambdas all work; only the returned names need the source (for `return D, F`), a
 import ast
 import contextvars
 import inspect
+import math
 import numbers
 import textwrap
 
@@ -16,10 +17,15 @@ from ..dtypes import dtype_name
 from ..errors import EvtError, ShapeError, TraceError
 from ..program import Operand
 from .ir import Node, describe
+from .numpy_hints import OPERATOR_UFUNCS, numpy_hint
 from .ops import Op, REDUCTIONS
 from .shapes import infer_shape
 
 _problem = contextvars.ContextVar("evt_problem", default=None)
+# parameter names a compiled kernel could not be called with
+RESERVED = {"A": "kernel(A, B, ...) takes the GEMM operands under that name",
+            "B": "kernel(A, B, ...) takes the GEMM operands under that name",
+            "self": "it is the kernel object in kernel(A, B, ...)"}
 
 
 class TensorSpec:
@@ -28,7 +34,9 @@ class TensorSpec:
 
     def __init__(self, shape, dtype, strides=None):
         self.shape = tuple(int(e) for e in shape)
-        self.dtype = dtype_name(dtype, "TensorSpec")
+        if any(e < 0 for e in self.shape):
+            raise ShapeError(f"TensorSpec{self.shape}: extents must be non-negative")
+        self.dtype = dtype_name(dtype, f"TensorSpec{self.shape}")
         if strides is None:
             strides, step = [], 1
             for e in reversed(self.shape):
@@ -83,14 +91,31 @@ class Value:
 
     def __bool__(self):
         raise TraceError(f"the truth value of traced value {describe(self.node)} is unknown at trace time; "
-                         "use ops.where(cond, a, b) instead of if/and/or/min/max")
+                         "use ops.where(cond, a, b) instead of if/and/or, and ops.maximum/ops.minimum "
+                         "instead of max()/min()")
 
     def __float__(self):
-        raise TraceError(f"float() of traced value {describe(self.node)}: it has no value at trace time")
+        raise TraceError(f"float() of traced value {describe(self.node)}: it has no value at trace time "
+                         "(math.* functions call float(); use evt_core.ops, e.g. ops.exp, ops.sqrt)")
+
+    __int__ = __index__ = __complex__ = __float__
+
+    def __getitem__(self, index):
+        raise TraceError(f"indexing traced value {describe(self.node)}[{index!r}]: an epilogue computes every "
+                         "element alike; use ops.permute/ops.reshape for layouts and ops.sum/amax/amin/mean "
+                         "with over= to reduce")
 
     def __array_ufunc__(self, ufunc, method, *args, **kw):
-        raise TraceError(f"NumPy function np.{ufunc.__name__} called on traced value; use evt_core.ops "
-                         f"(e.g. ops.{ufunc.__name__}) inside epilogues")
+        # `np.float32(2) * x` reaches here as np.multiply(np.float32(2), x): an operator with a
+        # NumPy scalar on the left is the operator itself. Every other NumPy call gets a hint.
+        op = OPERATOR_UFUNCS.get(ufunc.__name__)
+        if op is not None and method == "__call__" and not kw and \
+                all(isinstance(a, (Value, numbers.Real)) and not isinstance(a, (bool, np.bool_)) for a in args):
+            return apply(op, *args)
+        raise TraceError(numpy_hint(ufunc.__name__, method))
+
+    def __array_function__(self, func, types, args, kwargs):
+        raise TraceError(numpy_hint(func.__name__, "__call__"))
 
     def __repr__(self):
         return f"<traced {describe(self.node)} shape={self.node.shape}>"
@@ -105,9 +130,20 @@ def _node_of(x, op):
     if isinstance(x, bool):
         return Node(Op.CONST, arg=float(x))
     if isinstance(x, numbers.Real):
-        return Node(Op.CONST, arg=float(np.float32(x)))
+        return Node(Op.CONST, arg=fp32_constant(x, f"a constant operand of {op.value}"))
     raise TraceError(f"operand of {op.value} has type {type(x).__name__}; epilogue values are traced "
                      "tensors, parameters or Python numbers")
+
+
+def fp32_constant(x, what):
+    """float(x) rounded to fp32 (constants compute in fp32), or TraceError when a finite x is
+    beyond fp32's range: it would silently become inf."""
+    with np.errstate(over="ignore"):
+        v = float(np.float32(x))
+    if math.isinf(v) and math.isfinite(float(x)):
+        raise TraceError(f"{what}, {x!r}, is beyond float32's range (+-3.4e38) and would become inf; "
+                         "rescale it, or write float('inf') if inf is meant")
+    return v
 
 
 def apply(op, *operands, arg=None):
@@ -143,7 +179,11 @@ def stride_order(shape, strides):
 
 
 def _parameter(name, example, problem):
-    if isinstance(example, numbers.Real) and not isinstance(example, bool):
+    """A run-time scalar for a number (Python or NumPy) or a 0-d array example; a LOAD else."""
+    if isinstance(example, (bool, np.bool_)) or isinstance(example, str):
+        raise TraceError(f"example for {name!r} is the {type(example).__name__} {example!r}; give a float for a "
+                         "run-time scalar, or an array or TensorSpec for a tensor input")
+    if isinstance(example, numbers.Real) or isinstance(example, np.ndarray) and example.ndim == 0:
         return Node(Op.SCALAR, arg=name)
     shape, dt, strides = _example_of(name, example)
     op = Operand(name, dt, dims=(), view=(), order=stride_order(shape, strides), example_shape=shape)
@@ -159,6 +199,9 @@ def _signature(fn):
     for p in sig.parameters.values():
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             raise TraceError(f"parameter *{p.name}/**{p.name}: epilogue parameters must be named, one per input")
+        if p.name in RESERVED:
+            raise TraceError(f"epilogue parameter {p.name!r} is a reserved name: {RESERVED[p.name]}; "
+                             f"rename the parameter (e.g. {p.name}_in) and its example")
         names.append(p.name)
     if "accum" not in names:
         raise TraceError(f"{getattr(fn, '__name__', fn)} has no `accum` parameter; the first input of every "
@@ -206,6 +249,9 @@ def trace_function(fn, examples):
 
 
 def _returned(fn, result):
+    if result is None:
+        raise TraceError(f"{getattr(fn, '__name__', 'the epilogue')} returns nothing; end it with "
+                         "`return D` (or `return D, F`, or a dict {'D': D})")
     if isinstance(result, dict):
         if not result:
             raise TraceError("the epilogue returns an empty dict; return at least one output")

@@ -230,7 +230,7 @@ def test_autotune_caches_choice(tmp_path, monkeypatch):
     tree, A, B, inputs = make("bias_gelu", 1, 512, 512, 128, "float16", batched=False)
     kern = evt_core.compile(tree, backend="cupy", autotune=True)
     check(kern(A, B, **inputs), evt_core.interpret(tree, A, B, **inputs), 128)
-    assert (tmp_path / "cupy" / "autotune.json").exists()
+    assert list((tmp_path / "cupy" / "autotune").glob("*.json")), "the winner was not remembered"
 
 
 _SM90_TILES = {"coop256": dict(bm=128, bn=256, bk=64, stages=4), "coop128": dict(bm=128, bn=128, bk=64, stages=5),
