@@ -8,6 +8,9 @@ import abc
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from .call import normalize_call
+from .errors import EvtError, ResourceError
+
 
 @dataclass(frozen=True, slots=True)
 class Support:
@@ -70,8 +73,6 @@ class Kernel:
     def __call__(self, *args, **inputs):
         """kernel(A, B, **inputs). Arguments are checked and normalised (evt_core.call) before
         the backend's `run` sees them, so every backend refuses the same bad calls alike."""
-        from .call import normalize_call
-        from .errors import EvtError, ResourceError
         A, B, inputs = normalize_call(self.tree.program, args, inputs)
         try:
             return self.run(A, B, inputs)

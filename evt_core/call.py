@@ -21,8 +21,8 @@ FP32_MAX = float(np.finfo(np.float32).max)
 def normalize_call(program, args, inputs, what="kernel"):
     """(A, B, inputs) from a call's positional `args` and keyword `inputs`."""
     inputs = dict(inputs)
-    aux = [p for p in program.params if p != "accum"]
     if len(args) > 2:
+        aux = [p for p in program.params if p != "accum"]
         extra = len(args) - 2
         hint = ", ".join(f"{n}=..." for n in aux[:extra]) or "..."
         raise ArgumentError(f"{what}(A, B, ...) got {extra} extra positional argument{'s' * (extra > 1)}; "
@@ -44,7 +44,7 @@ def normalize_call(program, args, inputs, what="kernel"):
                              f"{type(x).__name__}; pass np.asarray({name}, np.float16) or similar")
         _refuse_masked(name, x)
     A, B = _plain(A), _plain(B)
-    scalars = set(program.scalars)
+    scalars = program.scalars
     for name, v in inputs.items():
         if name in scalars:
             inputs[name] = scalar_value(name, v)
@@ -56,6 +56,8 @@ def normalize_call(program, args, inputs, what="kernel"):
 
 def scalar_value(name, v):
     """The float value of run-time scalar `name`, or ArgumentError saying what to pass."""
+    if type(v) is float:        # the common case, first: this runs on every call
+        return _in_fp32_range(name, v)
     if isinstance(v, (bool, np.bool_)):
         raise ArgumentError(f"scalar {name!r} is the bool {v!r}; pass a number ({name}={float(v)!r})")
     if isinstance(v, numbers.Real):
@@ -111,6 +113,6 @@ def _plain(x):
 
 
 def _refuse_masked(what, x):
-    if isinstance(x, np.ma.MaskedArray):
+    if isinstance(x, np.ndarray) and isinstance(x, np.ma.MaskedArray):   # np.ma only for NumPy arrays
         raise ArgumentError(f"{what} is a masked array; kernels read every element and would ignore the mask. "
                             f"Pass x.filled(value) (or np.ma.getdata(x) to use the data as is)")

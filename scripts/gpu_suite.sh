@@ -29,7 +29,8 @@ run_launch_probe() {   # host cost per call of tiny problems -> launch.txt
 # checked examples per GPU backend (EVT_DIFF_SHARDS x EVT_DIFF_TREES trees, each at
 # 1 + EVT_DIFF_SIZES problems; EVT_DIFF_SECONDS limit), counted into differential.txt;
 # EVT_DIFFERENTIAL=0 skips it (and runs the property at the small scale with the tests).
-# EVT_BENCH=0 skips the benchmark.
+# Then compute-sanitizer memcheck and racecheck over scripts/sanitize_kernels.py -> sanitizer.txt
+# (EVT_SANITIZE=0 skips it). EVT_BENCH=0 skips the benchmark.
 # Exit status: 0 only if every stage passed.
 set -u
 cd "$(dirname "$0")/.."
@@ -106,6 +107,20 @@ run_differential() {   # >= 10,000 checked examples per GPU backend -> different
   [ $rc -eq 0 ] || { stage "differential FAILED or stopped (exit $rc)"; status=1; }
 }
 
+run_sanitizer() {   # compute-sanitizer memcheck + racecheck over representative kernels -> sanitizer.txt
+  local out="$OUTDIR/sanitizer.txt"
+  if ! command -v compute-sanitizer >/dev/null; then echo "compute-sanitizer: not installed" > "$out"; return; fi
+  : > "$out"
+  for tool in memcheck racecheck; do
+    stage "compute-sanitizer --tool $tool (limit ${EVT_SANITIZE_SECONDS:-120} s)"
+    { echo "== $tool $(date -u +%Y-%m-%dT%H:%MZ)"
+      timeout -k 5 "${EVT_SANITIZE_SECONDS:-120}" compute-sanitizer --tool "$tool" --error-exitcode 3 \
+        python3 scripts/sanitize_kernels.py 2>&1 | grep -v "^\[evt" | tail -n 25
+      echo "exit ${PIPESTATUS[0]}"; } >> "$out" 2>&1
+  done
+  cat "$out" >&2
+}
+
 report_tests() {
   case $1 in
     0) stage "GPU tests passed" ;;
@@ -144,6 +159,7 @@ else
   run_tests tee
   report_tests $?
   [ "${EVT_DIFFERENTIAL:-1}" = "0" ] || run_differential
+  [ "${EVT_SANITIZE:-1}" = "0" ] || run_sanitizer
   [ "${EVT_BENCH:-1}" = "0" ] || run_bench "$@"
   run_launch_probe
 fi

@@ -42,12 +42,16 @@ class FakeCuda:
         pass
 
 
+LAUNCHES = []     # module-wide: a compiled kernel (cached across tests) keeps its recorder
+
+
 @pytest.fixture
 def recorded(monkeypatch):
     from evt_backends.gpu import cuda, streams
     from evt_backends.numba_cuda import arrays, backend, driver, fastcall, runner
     from evt_core.backend import Support
-    launches = []
+    launches = LAUNCHES
+    launches.clear()
 
     class Fn:
         def launch(self, grid, block, values, stream=0):
