@@ -107,8 +107,8 @@ def column_group_body(program, fm, smem):
         for e in (0, 1):
             for mask in (4, 8, 16):
                 L.append(f"cp{r}_{e} = {_comb(red, f'cp{r}_{e}', f'evt_shfl_xor(cp{r}_{e}, {mask})')};")
-        L.append(f"if ((threadIdx.x & 31) < 4) {{ float* cb_ = red_smem + {off} + ({fm.col_warp_id}) * {fm.tile_cols} "
-                 f"+ {fm.col_in_tile}; cb_[0] = cp{r}_0; cb_[1] = cp{r}_1; }}")
+        L.append(f"if ((threadIdx.x & 31) < 4) {{ const u32 cb_ = red_s + 4 * ({off} + ({fm.col_warp_id}) * {fm.tile_cols} "
+                 f"+ {fm.col_in_tile}); evt_sts_f32(cb_, cp{r}_0); evt_sts_f32(cb_ + 4, cp{r}_1); }}")
     return "\n".join(L)
 
 
@@ -129,12 +129,12 @@ def combine(program, fm, smem):
                 L.append(f"  if ((threadIdx.x & 3) == 0 && m < a.M) evt_red{r}_put(a, l, m, 0, {fm.rb}, {fm.cb}, v);")
             else:
                 off, _ = smem[r]
-                L.append(f"  if ((threadIdx.x & 3) == 0) red_smem[{off} + ({fm.row_warp_id}) * {fm.rows_per_block} + "
-                         f"{fm.slot_row_in_block('s')}] = v;")
+                L.append(f"  if ((threadIdx.x & 3) == 0) evt_sts_f32(red_s + 4 * ({off} + ({fm.row_warp_id}) * {fm.rows_per_block} + "
+                         f"{fm.slot_row_in_block('s')}), v);")
                 after_sync.append(
                     f"for (int i = {fm.group_tid}; i < {fm.rows_per_block}; i += {fm.group_threads}) {{\n"
-                    f"  float v = red_smem[{off} + i];\n"
-                    f"  for (int w = 1; w < {fm.row_warps}; ++w) v = {_comb(red, 'v', f'red_smem[{off} + w * {fm.rows_per_block} + i]')};\n"
+                    f"  float v = evt_lds_f32(red_s + 4 * ({off} + i));\n"
+                    f"  for (int w = 1; w < {fm.row_warps}; ++w) v = {_comb(red, 'v', f'evt_lds_f32(red_s + 4 * ({off} + w * {fm.rows_per_block} + i))')};\n"
                     f"  const int m = {fm.m0_block} + i;\n"
                     f"  if (m < a.M) evt_red{r}_put(a, l, m, 0, {fm.rb}, {fm.cb}, v);\n}}")
             L.append("}")
@@ -142,8 +142,8 @@ def combine(program, fm, smem):
             off, _ = smem[r]
             after_sync.append(
                 f"for (int i = {fm.group_tid}; i < {fm.tile_cols}; i += {fm.group_threads}) {{\n"
-                f"  float v = red_smem[{off} + i];\n"
-                f"  for (int w = 1; w < {fm.col_warps}; ++w) v = {_comb(red, 'v', f'red_smem[{off} + w * {fm.tile_cols} + i]')};\n"
+                f"  float v = evt_lds_f32(red_s + 4 * ({off} + i));\n"
+                f"  for (int w = 1; w < {fm.col_warps}; ++w) v = {_comb(red, 'v', f'evt_lds_f32(red_s + 4 * ({off} + w * {fm.tile_cols} + i))')};\n"
                 f"  const int n = {fm.n0} + i;\n"
                 f"  if (n < a.N) evt_red{r}_put(a, l, 0, n, {fm.rb}, {fm.cb}, v);\n}}")
         elif kind == ALL:
@@ -151,10 +151,10 @@ def combine(program, fm, smem):
             L.append(f"{{ float v = ap{r};")
             for mask in (1, 2, 4, 8, 16):
                 L.append(f"  v = {_comb(red, 'v', f'evt_shfl_xor(v, {mask})')};")
-            L.append(f"  if ((threadIdx.x & 31) == 0) red_smem[{off} + {fm.group_warp}] = v; }}")
+            L.append(f"  if ((threadIdx.x & 31) == 0) evt_sts_f32(red_s + 4 * ({off} + {fm.group_warp}), v); }}")
             after_sync.append(
-                f"if ({fm.group_tid} == 0) {{\n  float v = red_smem[{off}];\n"
-                f"  for (int w = 1; w < {fm.group_warps}; ++w) v = {_comb(red, 'v', f'red_smem[{off} + w]')};\n"
+                f"if ({fm.group_tid} == 0) {{\n  float v = evt_lds_f32(red_s + 4 * ({off}));\n"
+                f"  for (int w = 1; w < {fm.group_warps}; ++w) v = {_comb(red, 'v', f'evt_lds_f32(red_s + 4 * ({off} + w))')};\n"
                 f"  evt_red{r}_put(a, l, 0, 0, {fm.rb}, {fm.cb}, v);\n}}")
     L.append(fm.sync)
     L.extend(after_sync)

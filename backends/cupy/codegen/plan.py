@@ -71,3 +71,38 @@ def row_block(spec, cfg):
     cooperative schedule, one m64 fragment of a ping-pong tile), the CTA tile on sm80.
     Deterministic partial slots are numbered by these blocks."""
     return 64 if spec.mainloop == "sm90" else cfg.bm
+
+
+VEC_ROW, VEC_COL = "row", "col"
+_VEC_ITEM = {"float32": 4, "float16": 2, "bfloat16": 2}
+
+
+def tile_vectors(program, spec):
+    """sm90: the broadcast-vector inputs staged once per tile in shared memory, as
+    {input index: (VEC_ROW | VEC_COL, byte offset in a consumer warpgroup's vector buffer)}.
+    A row vector spans N and not M (a bias[N]), a column vector M and not N (a scale[M]); each
+    consumer thread loads its share before the tile's mainloop and stores it after, so the
+    epilogue reads a shared-memory word per column pair instead of a global load per fragment
+    element. Slots are sized for the largest tile (256 columns, 128 rows of one warpgroup's tile)
+    in the input's storage type, so the layout does not depend on the TileConfig."""
+    if spec.mainloop != "sm90":
+        return {}
+    out, off = {}, 0
+    for k, op in enumerate(program.inputs):
+        _, sm, sn = program.spans(op)
+        if sm == sn:
+            continue
+        kind = VEC_ROW if sn else VEC_COL
+        out[k] = (kind, off)
+        off += (256 if kind == VEC_ROW else 128) * _VEC_ITEM[op.dtype]
+    return out
+
+
+def tile_vector_bytes(program, spec):
+    """Bytes of one consumer warpgroup's tile-vector buffer (a multiple of 16)."""
+    tv = tile_vectors(program, spec)
+    if not tv:
+        return 0
+    k, (kind, off) = max(tv.items(), key=lambda kv: kv[1][1])
+    end = off + (256 if kind == VEC_ROW else 128) * _VEC_ITEM[program.inputs[k].dtype]
+    return (end + 15) // 16 * 16
