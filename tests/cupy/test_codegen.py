@@ -6,6 +6,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from evt_core.tree.ops import Op
+
 from evt_backends.cupy import programs as P
 from evt_backends.cupy.codegen.epilogue import arg_layout
 from evt_backends.cupy.codegen.plan import N_BROADCAST, N_GENERIC, N_UNIT, N_UNIT_PAIR, TileConfig
@@ -114,10 +116,48 @@ def _bound_io(M, N, K, inputs, outputs, L=1, ptr=1 << 20):
 _FAST = {"mainloop": "auto", "deterministic": False, "aux_tma": True, "tma_store_all": True, "fast_math": True}
 
 
-def test_options_are_accepted_and_default_off():
+def test_fast_paths_are_the_defaults():
     from evt_backends.cupy.backend import CupyBackend
     o = CupyBackend.options
-    assert o["aux_tma"] is False and o["tma_store_all"] is False and o["fast_math"] is False
+    assert o["aux_tma"] is True and o["tma_store_all"] is True and o["fast_math"] == "auto"
+
+
+def test_fast_math_auto_only_where_every_result_is_16_bit():
+    from evt_backends.cupy.select import fast_ops
+    w1, w2 = P.w1_forward(), P.w2_backward()
+    assert all(w1.outputs[i].dtype == "float16" for i in range(2))
+    # W1: gelu_tanh(z) is stored in fp16 only -> fast
+    assert [w1.instrs[i].op.value for i in fast_ops(w1)] == ["gelu_tanh"]
+    # W2: gelu_tanh_grad(z) feeds dbias, an fp32 column sum -> accurate
+    assert fast_ops(w2) == ()
+    b = _bound_io(256, 512, 64, [(0, 0, 1)], [(0, 512, 1), (0, 512, 1)])
+    spec = decide_spec(w1, b, {"mainloop": "auto", "deterministic": False}, (9, 0))
+    assert spec.fast_ops == fast_ops(w1) and not spec.fast_math
+    src = generate(w1, spec, candidates(w1, spec)[0])
+    assert "evt_gelu_tanh_fast(" in src.split("void evt_epilogue(")[1].split("\n}\n")[0]
+    off = decide_spec(w1, b, {"mainloop": "auto", "deterministic": False, "fast_math": False}, (9, 0))
+    assert off.fast_ops == () and not off.fast_math
+    # an fp32 output of the same op keeps the accurate spelling
+    b = P.ProgramBuilder()
+    t = b.op(Op.TANH, b.op(Op.ADD, b.accum, b.load("bias", "float16", ("N",))))
+    b.store(t, "D", "float16")
+    b.store(b.op(Op.EXP, t), "E", "float32")
+    prog = b.build()
+    assert [prog.instrs[i].op for i in fast_ops(prog)] == []        # tanh feeds the fp32 E too
+    assert fast_ops(P.bias_gelu(gelu=Op.GELU_TANH)) != ()
+
+
+def test_fallbacks_are_reported():
+    from evt_backends.cupy.select import fast_path_summary
+    prog = P.paper_example()
+    report = []
+    b = _bound_io(256, 504, 64, [(0, 1, 256), (0, 0, 1)], [(0, 504, 1), (0, 1, 256)])
+    spec = decide_spec(prog, b, _FAST, (9, 0), report)
+    assert spec.aux_tma == () and spec.tma_extra == ()
+    text = fast_path_summary(prog, spec, candidates(prog, spec)[0], report)
+    assert "input 'C': per-thread loads (strides (0, 1, 256)" in text
+    assert "output 'F': direct stores (strides (0, 1, 256)" in text
+    assert "TMA-stored outputs: D" in text and "broadcast vectors staged per tile: bias" in text
 
 
 def test_fast_options_take_every_tma_able_tensor():

@@ -137,7 +137,7 @@ class EpilogueWriter:
     # ---- compute ----
     def _compute(self, i, ins):
         for e in (0, 1):
-            expr = spell(ins.op, [f"v{a}_{e}" for a in ins.args], fast=self.spec.fast_math)
+            expr = spell(ins.op, [f"v{a}_{e}" for a in ins.args], fast=self.spec.fast_math or i in self.spec.fast_ops)
             self.emit(f"const float v{i}_{e} = {expr};")
 
     # ---- sinks ----

@@ -38,10 +38,13 @@ class Spec:
     out_classes: tuple       # N_* per program output
     tma_out: int             # index of the output written by TMA stores (sm90), or -1
     deterministic: bool
-    # opt-in fast paths (backend options aux_tma / tma_store_all / fast_math, default off):
+    # fast paths (backend options aux_tma / tma_store_all / fast_math; on by default where the
+    # layouts and shared memory allow, see select.decide_spec):
     tma_extra: tuple = ()    # further outputs written by TMA stores after tma_out (tma_store_all)
     aux_tma: tuple = ()      # M x N 16-bit inputs the producer TMA-loads into shared memory (aux_tma)
-    fast_math: bool = False  # tanh.approx / ex2.approx / rcp.approx spellings (fast_math)
+    fast_math: bool = False  # every op in its tanh.approx / ex2.approx / rcp.approx spelling (fast_math=True)
+    fast_ops: tuple = ()     # instruction indices spelled fast (fast_math="auto": values that reach
+                             # only 16-bit stores)
 
 
 def tma_outputs(spec):
