@@ -169,3 +169,9 @@ def test_ladder_defaults_sass(key):
     assert s["LDG"] <= 4 + 2 * nvec * (cfg.bn // 128), s
     if any(prog.instrs[i].op.value in ("gelu_tanh", "tanh") for i in spec.fast_ops):
         assert s["MUFU.TANH"] > 0, s
+    # reductions: row totals 2 xor shuffles per row slot; column totals a halving butterfly,
+    # 7/4 shuffles per column pair and warp (the per-pair reduction took 6)
+    from evt_backends.cupy.codegen.plan import COL, ROW, reduction_kind
+    kinds = [reduction_kind(r) for r in prog.reductions]
+    mh = cfg.bm // 64 if cfg.pingpong else 1
+    assert s["SHFL"] <= mh * (kinds.count(ROW) * 4 + kinds.count(COL) * 7 * (cfg.bn // 8) // 4), s

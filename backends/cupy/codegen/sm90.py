@@ -9,7 +9,8 @@ producer is already filling the ring for their next tile, which is the overlap w
 ping-pong scheduling. Every mbarrier wait is bounded (prelude WATCHDOG).
 """
 from .common import module_source
-from .fragments import FragmentMap, column_group_body, combine, declare_partials, smem_floats
+from .fragments import (FragmentMap, col_run_begin, col_run_end, column_group_body, combine, declare_partials,
+                        smem_floats)
 from .epilogue import _offset
 from .plan import VEC_ROW, tile_vector_bytes, tile_vectors, tma_outputs
 from .prelude import STORAGE
@@ -322,16 +323,19 @@ def generate(program, spec, cfg):
                                f"stg_s + {o * STAGING_BYTES} + p * 8192") for o in range(nt))
     body = column_group_body(program, fm, red_layout)
     if staged:
+        body = column_group_body(program, fm, red_layout, group="jj")
         epi_loop = f"""  #pragma unroll
   for (int hh = 0; hh < {BN // 128}; ++hh) {{
     if (tid == 0) evt_bulk_wait_read0();     // the previous TMA store has read the staging buffer
     evt_named_bar(1 + wg, 128);
+{col_run_begin(program, 16)}
     #pragma unroll
     for (int jj = 0; jj < 16; ++jj) {{
       const int j = hh * 16 + jj;
       const int n = n0 + 8 * j + 2 * q;
 {body}
     }}
+{col_run_end(program, fm, red_layout, 16, "hh * 16")}
     evt_fence_async_smem();                   // st.shared -> visible to the TMA (async proxy)
     evt_named_bar(1 + wg, 128);
     if (tid == 0) {{
@@ -430,18 +434,21 @@ def generate_pingpong(program, spec, cfg):
                                      f"stg_s + ((g & 1) * {nt} + {o}) * 8192") for o in range(nt))
     body = column_group_body(program, fm, red_layout)
     if staged:
+        body = column_group_body(program, fm, red_layout, group="jj")
         cols = f"""  #pragma unroll
   for (int c = 0; c < {BN // 64}; ++c) {{        // 64 x 64 panels, staging double-buffered
     const int g = h * {BN // 64} + c;
     if (tid == 0) evt_bulk_wait_read1();     // the store that last read this buffer is done
     evt_named_bar(1 + wg, 128);
     const u32 stgb_s = stg_s + (g & 1) * {nt * 8192};
+{col_run_begin(program, 8)}
     #pragma unroll
     for (int jj = 0; jj < 8; ++jj) {{
       const int j = c * 8 + jj;
       const int n = n0 + 8 * j + 2 * q;
 {body}
     }}
+{col_run_end(program, fm, red_layout, 8, "c * 8")}
     evt_fence_async_smem();                   // st.shared -> visible to the TMA (async proxy)
     evt_named_bar(1 + wg, 128);
     if (tid == 0) {{
