@@ -126,11 +126,30 @@ def decide_spec(program, bound, options, cc, report=None):
         outer = bN if b_kmajor else bK
         unit = bK == 1 if b_kmajor else bN == 1
         b_load = "async" if unit and _async_ok(pb, outer, bL, inner, item) else "scalar"
+    direct = ()
+    if not options["deterministic"]:
+        direct = tuple(r for r, (t, red) in enumerate(zip(getattr(bound, "reductions", ()), program.reductions))
+                       if _direct_ok(red, t, bound))
     fm = options.get("fast_math", "auto")
     spec = Spec(dt, "sm90" if use90 else "sm80", a_load, b_load, b_kmajor, aL != 0, bL != 0,
                 in_cls, out_cls, tma_out, bool(options["deterministic"]), tma_extra, aux_tma,
-                fm is True, fast_ops(program) if fm == "auto" else ())
+                fm is True, fast_ops(program) if fm == "auto" else (), direct)
     return _fit_options(program, spec, report)
+
+
+def _direct_ok(red, t, bound):
+    """A reduction can combine straight into its output (no workspace, no finishing pass) when
+    the output is fp32, the op needs no final division, and the output is laid out densely in
+    (L, M, N) order over the kept axes, exactly as the atomic workspace would be."""
+    if red.op is Op.MEAN or red.operand.dtype != "float32":
+        return False
+    exts = (bound.L, bound.M, bound.N)
+    want, step = [0, 0, 0], 1
+    for ax in (2, 1, 0):
+        if "LMN"[ax] not in red.over:
+            want[ax] = step
+            step *= exts[ax]
+    return all(st == w for st, w, e, ax in zip(t.strides, want, exts, "LMN") if ax not in red.over and e > 1)
 
 
 def _fit_options(program, spec, report):
@@ -166,6 +185,9 @@ def fast_path_summary(program, spec, cfg, report):
         lines.append("TMA-loaded inputs: " + (", ".join(program.inputs[k].name for k in spec.aux_tma) or "none"))
         tv = tile_vectors(program, spec)
         lines.append("broadcast vectors staged per tile: " + (", ".join(program.inputs[k].name for k in tv) or "none"))
+    if program.reductions:
+        lines.append("reductions combined straight into their outputs (no finishing pass): "
+                     + (", ".join(program.reductions[r].name for r in spec.direct_reds) or "none"))
     fast = "all" if spec.fast_math else (", ".join(f"%{i} {program.instrs[i].op.value}" for i in spec.fast_ops)
                                          or "none")
     lines.append(f"fast transcendentals: {fast}")

@@ -197,3 +197,20 @@ def test_fast_option_candidates_fit_by_dropping_stages():
         assert cands[0].stages >= 3
         for cfg in cands:
             assert smem_bytes(prog, spec, cfg) <= SMEM_LIMIT
+
+
+def test_dense_fp32_reductions_combine_into_their_outputs():
+    """Atomic mode: a dense fp32 SUM/AMAX/AMIN output is its own workspace (no evt_finish pass);
+    MEAN, a strided output, fp32-less outputs and deterministic mode keep the workspace."""
+    from evt_backends.cupy.codegen.epilogue import finish_kernels
+    prog = P.reductions(batched=False)       # row_sum (M,), col_mean (N,), amax_all (), row_min (M,)
+    M, N = 256, 512
+    red = lambda st: SimpleNamespace(array=SimpleNamespace(ptr=1 << 20), strides=st)  # noqa: E731
+    b = _bound_io(M, N, 64, [(0, 1, 0)], [(0, N, 1)])
+    b.reductions = [red((0, 1, 0)), red((0, 0, 1)), red((0, 0, 0)), red((0, 2, 0))]
+    spec = decide_spec(prog, b, {"mainloop": "auto", "deterministic": False}, (9, 0))
+    assert spec.direct_reds == (0, 2)        # col_mean divides; row_min is strided
+    det = decide_spec(prog, b, {"mainloop": "auto", "deterministic": True}, (9, 0))
+    assert det.direct_reds == ()
+    fin = finish_kernels(prog, False, spec.direct_reds).split("evt_finish")[1]
+    assert "rout0" not in fin and "rout2" not in fin and "rout1" in fin and "rout3" in fin

@@ -460,6 +460,7 @@ def test_ladder_defaults(key, shape, dt):
     assert len(spec.aux_tma) == sum(prog.spans(o)[1:] == (True, True) for o in prog.inputs)
     assert set(tile_vectors(prog, spec)) == {k for k, o in enumerate(prog.inputs) if o.dims == ("N",)}
     assert "fallback: none" in kern.stages["fast_paths"], kern.stages["fast_paths"]
+    assert spec.direct_reds == tuple(range(len(prog.reductions)))       # dense fp32 sums / maxima
 
 
 @pytest.mark.parametrize("key", ["R1", "R2", "W1", "W4"])

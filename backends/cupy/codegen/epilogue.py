@@ -265,15 +265,19 @@ def put_functions(program, deterministic):
     return "\n".join(out)
 
 
-def finish_kernels(program, deterministic):
+def finish_kernels(program, deterministic, direct=()):
     """evt_init (identity fill of the atomic workspace) and evt_finish (partials -> output:
-    combine in fixed order, MEAN's division, rounding, the user's strides)."""
+    combine in fixed order, MEAN's division, rounding, the user's strides). A `direct`
+    reduction's workspace is its output itself: init fills it, finish leaves it alone."""
     init, fin = [], []
     for r, red in enumerate(program.reductions):
         comb, ident = REDUCE_SPELLING[red.op]
         kl, km, kn = _kept(red)
         E = _elements(red)
         init.append(f"  for (long long i = i0; i < {E}; i += step) a.ws{r}[i] = {ident};")
+        if r in direct:
+            fin.append(f"  // {red.name}: combined directly into the output by the main kernel")
+            continue
         if deterministic:
             gather = (f"float v = {ident};\n      for (int p = 0; p < a.parts{r}; ++p) "
                       f"v = {comb.format(x='v', y=f'a.ws{r}[(long long)p * E + i]')};")

@@ -45,6 +45,8 @@ class Spec:
     fast_math: bool = False  # every op in its tanh.approx / ex2.approx / rcp.approx spelling (fast_math=True)
     fast_ops: tuple = ()     # instruction indices spelled fast (fast_math="auto": values that reach
                              # only 16-bit stores)
+    direct_reds: tuple = ()  # reductions whose CTA combines go straight into their fp32 output
+                             # (atomic mode, no MEAN, dense layout): no evt_finish pass for them
 
 
 def tma_outputs(spec):
