@@ -212,11 +212,13 @@ ANCHORS = {
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="python3 -m bench.ladder", description=__doc__.split("\n\n")[0])
-    p.add_argument("--backends", default="cupy", help="comma-separated evt backend specs (default cupy)")
+    p.add_argument("--backends", default="",
+                   help="comma-separated evt backend specs (default cupy; --quick: cupy:autotune=False)")
     p.add_argument("--shapes", default="", help="comma-separated MxNxK (default: the three standard shapes)")
     p.add_argument("--rungs", default="", help=f"comma-separated subset of {','.join(LADDER)}")
     p.add_argument("--rounds", type=int, default=None, help="interleaved timing rounds (default 5, --quick 3)")
-    p.add_argument("--quick", action="store_true", help="first shape only, 3 short rounds (< 3 min on an H200)")
+    p.add_argument("--quick", action="store_true",
+                   help="first shape only, 3 short rounds, no autotuning (< 3 min on an H200)")
     p.add_argument("--eager", action="store_true", help="also time eager PyTorch (matmul, then the ops)")
     p.add_argument("--cpu", action="store_true",
                    help="no GPU: check every rung through the numpy backend at the given shapes, no timing")
@@ -231,7 +233,9 @@ def parse_args(argv=None):
     if unknown:
         p.error(f"unknown rung(s) {unknown}; choose from {list(LADDER)}")
     args.rungs = [r for r in args.rungs.split(",") if r] or list(LADDER)
-    args.backends = [b for b in args.backends.split(",") if b]
+    # --quick keeps under 3 minutes by taking the first candidate tile instead of autotuning
+    # every rung at every shape (the default ping-pong 64 x 256, what autotuning mostly picks)
+    args.backends = [b for b in args.backends.split(",") if b] or (["cupy:autotune=False"] if args.quick else ["cupy"])
     if args.rounds is None:
         args.rounds = 3 if args.quick else 5
     if args.rounds < 1:
