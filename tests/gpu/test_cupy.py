@@ -489,8 +489,10 @@ def test_column_vector_and_strided_vectors():
                                 "D": np.empty((M, N), np.float16)})
     A, B = ints((M, K), "float16"), ints((K, N), "float16")
     kern = evt_core.compile(tree, backend="cupy", mainloop="sm90", autotune=False)
-    got = kern(A, B, scale=scale, bias=bias)
-    check(got, evt_core.interpret(tree, A, B, scale=scale, bias=bias), K)
+    bias_d = cp.asarray(bias_full)[::2]                        # a device view with N stride 2
+    assert bias_d.strides == (4,)
+    got = kern(cp.asarray(A), cp.asarray(B), scale=cp.asarray(scale), bias=bias_d)
+    check({k: cp.asnumpy(v) for k, v in got.items()}, evt_core.interpret(tree, A, B, scale=scale, bias=bias), K)
     staged = kern.stages["fast_paths"].split("broadcast vectors staged per tile: ")[1].split("\n")[0]
     assert sorted(staged.split(", ")) == ["bias", "scale"], kern.stages["fast_paths"]
 

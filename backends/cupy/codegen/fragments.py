@@ -206,7 +206,8 @@ def combine(program, fm, smem):
                 f"if ({fm.group_tid} == 0) {{\n  float v = evt_lds_f32(red_s + 4 * ({off}));\n"
                 f"  for (int w = 1; w < {fm.group_warps}; ++w) v = {_comb(red, 'v', f'evt_lds_f32(red_s + 4 * ({off} + w))')};\n"
                 f"  evt_red{r}_put(a, l, 0, 0, {fm.rb}, {fm.cb}, v);\n}}")
-    L.append(fm.sync)
-    L.extend(after_sync)
-    L.append(fm.sync + "  // the buffers are reused by the next tile")
+    if after_sync:       # row totals owned by one warp go straight to global: no barrier needed
+        L.append(fm.sync)
+        L.extend(after_sync)
+        L.append(fm.sync + "  // the buffers are reused by the next tile")
     return "\n".join(L)
