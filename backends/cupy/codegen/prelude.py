@@ -68,8 +68,9 @@ __device__ __forceinline__ float evt_shfl_xor(float v, int mask) { return __shfl
 // memory compiles to generic ST/LD (an address-space check per access); volatile keeps them in
 // program order with the barriers around them
 __device__ __forceinline__ void evt_sts_u32(u32 addr, u32 v) { asm volatile("st.shared.u32 [%0], %1;" :: "r"(addr), "r"(v)); }
-__device__ __forceinline__ void evt_sts_f32(u32 addr, float v) { asm volatile("st.shared.f32 [%0], %1;" :: "r"(addr), "f"(v)); }
-__device__ __forceinline__ float evt_lds_f32(u32 addr) { float v; asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(addr)); return v; }
+// the f32 forms (reduction buffers, shared by both mainloops) also order against __syncthreads()
+__device__ __forceinline__ void evt_sts_f32(u32 addr, float v) { asm volatile("st.shared.f32 [%0], %1;" :: "r"(addr), "f"(v) : "memory"); }
+__device__ __forceinline__ float evt_lds_f32(u32 addr) { float v; asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory"); return v; }
 __device__ __forceinline__ void evt_lds_f32x2(u32 addr, float& x, float& y) {
   asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(x), "=f"(y) : "r"(addr));
 }
