@@ -157,11 +157,16 @@ def _fit_options(program, spec, report):
     inputs or outputs plus reduction buffers) are given up, last first: the call falls back to
     __ldg loads / direct stores for those tensors (named in `report`)."""
     import dataclasses
-    while spec.aux_tma or spec.tma_extra:
+
+    from .codegen.plan import tile_vectors
+    while spec.aux_tma or spec.tma_extra or tile_vectors(program, spec):
         try:
             candidates(program, spec)
             return spec
         except UnsupportedError:
+            if not spec.aux_tma and not spec.tma_extra:
+                report.append("broadcast vectors: per-fragment loads (shared memory: no tile fits the vector buffers)")
+                return dataclasses.replace(spec, tile_vecs=False)
             if spec.aux_tma:
                 k = spec.aux_tma[-1]
                 report.append(f"input {program.inputs[k].name!r}: per-thread loads (shared memory: no tile fits "
@@ -215,8 +220,9 @@ def candidates(program, spec):
     else:
         raw = [TileConfig(128, 128, 32, 2, 4, 4), TileConfig(128, 256, 32, 2, 4, 3),
                TileConfig(64, 128, 32, 2, 2, 4), TileConfig(128, 128, 32, 2, 4, 3)]
-    if spec.aux_tma or spec.tma_extra:
-        # the extra staging / aux buffers cost pipeline stages rather than whole candidates
+    from .codegen.plan import tile_vectors
+    if spec.aux_tma or spec.tma_extra or tile_vectors(program, spec):
+        # the extra staging / aux / vector buffers cost pipeline stages rather than whole candidates
         fitted = []
         for c in raw:
             try:

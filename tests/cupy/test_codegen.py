@@ -214,3 +214,23 @@ def test_dense_fp32_reductions_combine_into_their_outputs():
     assert det.direct_reds == ()
     fin = finish_kernels(prog, False, spec.direct_reds).split("evt_finish")[1]
     assert "rout0" not in fin and "rout2" not in fin and "rout1" in fin and "rout3" in fin
+
+
+def test_many_broadcast_vectors_never_narrow_what_compiles():
+    """Forty bias rows need 40 KB of vector buffers per CTA: tiles lose stages first, and where
+    nothing fits the vectors go back to per-fragment loads (reported), never an error."""
+    from evt_backends.cupy.codegen.plan import tile_vectors
+    for count in (4, 40, 120):
+        b = P.ProgramBuilder()
+        acc = b.accum
+        for i in range(count):
+            acc = b.op(Op.ADD, acc, b.load(f"b{i}", "float32", ("N",)))
+        b.store(acc, "D", "float16")
+        prog = b.build()
+        report = []
+        bound = _bound_io(256, 512, 64, [(0, 0, 1)] * count, [(0, 512, 1)])
+        spec = decide_spec(prog, bound, {"mainloop": "auto", "deterministic": False}, (9, 0), report)
+        cands = candidates(prog, spec)
+        assert cands and all(smem_bytes(prog, spec, c) <= SMEM_LIMIT for c in cands)
+        assert bool(tile_vectors(prog, spec)) == (count < 120), (count, report)
+        assert (count < 120) or any("broadcast vectors" in r for r in report)

@@ -47,6 +47,7 @@ class Spec:
                              # only 16-bit stores)
     direct_reds: tuple = ()  # reductions whose CTA combines go straight into their fp32 output
                              # (atomic mode, no MEAN, dense layout): no evt_finish pass for them
+    tile_vecs: bool = True   # sm90: stage broadcast vectors per tile in shared memory (tile_vectors)
 
 
 def tma_outputs(spec):
@@ -90,7 +91,7 @@ def tile_vectors(program, spec):
     epilogue reads a shared-memory word per column pair instead of a global load per fragment
     element. Slots are sized for the largest tile (256 columns, 128 rows of one warpgroup's tile)
     in the input's storage type, so the layout does not depend on the TileConfig."""
-    if spec.mainloop != "sm90":
+    if spec.mainloop != "sm90" or not spec.tile_vecs:
         return {}
     out, off = {}, 0
     for k, op in enumerate(program.inputs):
