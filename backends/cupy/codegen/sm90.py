@@ -36,7 +36,7 @@ def aux_geometry(spec, cfg):
 
 def _fragment_map(cfg, spec, program):
     nt = len(tma_outputs(spec))
-    stage = " ".join(f"evt_sts_u32(stg_s + {o * STAGING_BYTES} + (jj >> 3) * 8192 + {_PANEL_WORD.format(c='jj')}, tma_word[{o}]);"
+    stage = " ".join(f"evt_sts_u32(stgb_s + {o * 8192} + {_PANEL_WORD.format(c='jj')}, tma_word[{o}]);"
                      for o in range(nt))
     aux = ""
     if spec.aux_tma:
@@ -86,8 +86,8 @@ def _fmap(cfg, spec, program):
 
 
 def staging_bytes(cfg, outputs=1):
-    """Per consumer warpgroup and TMA-stored output: cooperative 64 rows x 128 columns;
-    ping-pong two 64 x 64 panels (double buffer)."""
+    """Per consumer warpgroup and TMA-stored output: two 64 x 64 panels (a double buffer), in
+    both schedules."""
     return (2 * 8192 if cfg.pingpong else STAGING_BYTES) * outputs
 
 
@@ -319,27 +319,30 @@ def generate(program, spec, cfg):
                    + _tma_load("tmB", spec.b_batched, "sb + p * 8192", "n0 + 64 * p", "k0", "fb"))
         b_desc = "evt_wgmma_desc(sb + 2048 * k, 8192, 1024)"
     a_load = _tma_load("tmA", spec.a_batched, "sa", "k0", "m0", "fb")
-    store_fn = " ".join(_store(program, spec, o, "n0 + 128 * hh + 64 * p", "m0 + 64 * wg",
-                               f"stg_s + {o * STAGING_BYTES} + p * 8192") for o in range(nt))
+    store_fn = "\n      ".join(_store(program, spec, o, "n0 + 64 * c", "m0 + 64 * wg",
+                                     f"stg_s + ((c & 1) * {nt} + {o}) * 8192") for o in range(nt))
     body = column_group_body(program, fm, red_layout)
     if staged:
+        # 64 x 64 panels through a double buffer (the warpgroup's 16 KB of staging per output):
+        # a panel waits only for the store issued two panels ago, across tiles too
         body = column_group_body(program, fm, red_layout, group="jj")
         epi_loop = f"""  #pragma unroll
-  for (int hh = 0; hh < {BN // 128}; ++hh) {{
-    if (tid == 0) evt_bulk_wait_read0();     // the previous TMA store has read the staging buffer
+  for (int c = 0; c < {BN // 64}; ++c) {{
+    if (tid == 0) evt_bulk_wait_read1();     // the store that last read this buffer is done
     evt_named_bar(1 + wg, 128);
-{col_run_begin(program, 16)}
+    const u32 stgb_s = stg_s + (c & 1) * {nt * 8192};
+{col_run_begin(program, 8)}
     #pragma unroll
-    for (int jj = 0; jj < 16; ++jj) {{
-      const int j = hh * 16 + jj;
+    for (int jj = 0; jj < 8; ++jj) {{
+      const int j = c * 8 + jj;
       const int n = n0 + 8 * j + 2 * q;
 {body}
     }}
-{col_run_end(program, fm, red_layout, 16, "hh * 16")}
+{col_run_end(program, fm, red_layout, 8, "c * 8")}
     evt_fence_async_smem();                   // st.shared -> visible to the TMA (async proxy)
     evt_named_bar(1 + wg, 128);
     if (tid == 0) {{
-      for (int p = 0; p < 2; ++p) {{ {store_fn} }}
+      {store_fn}
       evt_bulk_commit();
     }}
   }}"""
