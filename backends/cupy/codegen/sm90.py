@@ -252,10 +252,10 @@ def _kernel_head(spec, cfg, off, empty_arrivals):
 extern "C" __global__ void __launch_bounds__(384, 1) evt_main(const __grid_constant__ EpiArgs a,
     const __grid_constant__ TmaDesc tmA, const __grid_constant__ TmaDesc tmB, const __grid_constant__ TmaDesc tmD{_map_params(spec)}) {{
   extern __shared__ unsigned char smem_raw[];
-  // swizzle atoms need 1024-B bases; offsetting the __shared__ array itself (never a round trip
-  // through an integer) keeps every derived pointer in the shared space: STS/LDS, not generic ST/LD
-  unsigned char* smem = smem_raw + ((1024u - (evt_smem_addr(smem_raw) & 1023u)) & 1023u);
-  const u32 sbase = evt_smem_addr(smem);
+  // swizzle atoms need 1024-B bases. Shared memory is addressed only through 32-bit shared-space
+  // addresses (st.shared / ld.shared / TMA / mbarrier operands): generic pointers into dynamic
+  // shared memory compiled to generic ST/LD
+  const u32 sbase = (evt_smem_addr(smem_raw) + 1023u) & ~1023u;
   const u32 bars = sbase + {off['bars']};        // full[s] at bars + 8s, empty[s] at bars + 8(S + s)
   const u32 abars = sbase + {off['abars']};      // aux_tma: aux_full[b] at abars + 8b, aux_empty[b] after them
   if (threadIdx.x == 0) {{
