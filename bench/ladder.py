@@ -178,14 +178,19 @@ def _quack(what):
         except Exception as e:  # noqa: BLE001
             return None, f"QuACK is not installed ({type(e).__name__}: {e}); pip install quack-kernels"
         A, B = case.A, case.B
+        # tuned=False first: QuACK's autotuner JIT-compiles many CuTe kernels (minutes); the API
+        # differs between versions, so each spelling is tried in turn
         if what == "gemm":
-            fn = lambda: qi.gemm(A, B)   # noqa: E731
-            return (fn, lambda: {"D": fn()}), ""
-        M, N = A.shape[0], B.shape[1]
-        bias = case.aux["bias"]
-        attempts = [lambda: qi.gemm_act(A, B, activation="gelu_tanh_approx", bias=bias, store_preact=True),
-                    lambda: qi.gemm_act(A, B, C=bias.expand(M, N).contiguous(), activation="gelu_tanh_approx",
-                                        store_preact=True)]
+            attempts = [lambda: qi.gemm(A, B, tuned=False), lambda: qi.gemm(A, B)]
+        else:
+            M, N = A.shape[0], B.shape[1]
+            bias = case.aux["bias"]
+            C = bias.expand(M, N).contiguous()
+            kw = dict(activation="gelu_tanh_approx", store_preact=True)
+            attempts = [lambda: qi.gemm_act(A, B, bias=bias, tuned=False, **kw),
+                        lambda: qi.gemm_act(A, B, bias=bias, **kw),
+                        lambda: qi.gemm_act(A, B, C=C, tuned=False, **kw),
+                        lambda: qi.gemm_act(A, B, C=C, **kw)]
         errors = []
         for attempt in attempts:
             try:
@@ -193,10 +198,12 @@ def _quack(what):
             except Exception as e:  # noqa: BLE001 - the API differs between QuACK versions
                 errors.append(f"{type(e).__name__}: {str(e)[:120]}")
                 continue
+            if what == "gemm":
+                return (attempt, lambda: {"D": attempt()}), ""
             if what == "gelu":
                 return (attempt, lambda: {"D": attempt()[1]}), ""
             return (attempt, lambda: dict(zip(("z", "act"), attempt()))), ""
-        return None, "QuACK gemm_act refused both spellings: " + " | ".join(errors)
+        return None, "QuACK refused every spelling tried: " + " | ".join(errors)
     return make
 
 
