@@ -12,7 +12,7 @@ from . import autotune
 from .codegen.plan import REDUCE_OPS, TileConfig
 from .codegen.spelling import CUDA_SPELLING
 from .runtime.arrays import Allocator, side_of, to_device
-from .select import candidates, decide_spec, fit_stages, generate, smem_bytes
+from .select import candidates, decide_spec, fast_ops, fast_path_summary, fit_stages, generate, smem_bytes
 
 MAINLOOPS = ("auto", "sm80", "sm90")
 _LEAVES_AND_SINKS = {Op.ACCUM, Op.LOAD, Op.SCALAR, Op.CONST, Op.STORE, *REDUCE_OPS}
@@ -20,10 +20,11 @@ _LEAVES_AND_SINKS = {Op.ACCUM, Op.LOAD, Op.SCALAR, Op.CONST, Op.STORE, *REDUCE_O
 
 class CupyBackend(Backend):
     name = "cupy"
-    # aux_tma / tma_store_all / fast_math: opt-in fast paths (docs/backend-cupy.md), off until
-    # they have been GPU-validated; each falls back silently where its preconditions fail
+    # aux_tma / tma_store_all / fast_math (docs/backend-cupy.md): on by default; each falls back
+    # per tensor where layouts or shared memory forbid it (kernel.stages["fast_paths"] says so).
+    # fast_math="auto": approximate transcendentals only where every result is stored in 16 bits.
     options = {"mainloop": "auto", "deterministic": False, "autotune": True, "tile": None,
-               "aux_tma": False, "tma_store_all": False, "fast_math": False}
+               "aux_tma": True, "tma_store_all": True, "fast_math": "auto"}
 
     def available(self):
         try:
@@ -54,6 +55,8 @@ class CupyBackend(Backend):
             opts[k] = v
         if opts["mainloop"] not in MAINLOOPS:
             raise UnsupportedError(f"mainloop={opts['mainloop']!r} is not one of {MAINLOOPS}")
+        if opts["fast_math"] not in (True, False, "auto"):
+            raise UnsupportedError(f"fast_math={opts['fast_math']!r} is not True, False or 'auto'")
         if opts["tile"] is not None and not isinstance(opts["tile"], TileConfig):
             raise UnsupportedError("tile= takes a backends.cupy.codegen.plan.TileConfig or None")
         support = self.supports(tree, opts)
@@ -61,6 +64,7 @@ class CupyBackend(Backend):
             raise UnsupportedError(support.reason, support.node)
         runner = CupyRunner(tree.program, opts)
         stages = {"program": tree.program.describe(), "cuda_c": runner.preview_source()}
+        runner.stages = stages       # each new call layout records stages["fast_paths"]
         return Kernel(self.name, tree, runner, stages, opts)
 
     def hash(self):
@@ -76,6 +80,7 @@ class CupyRunner:
         self._choice = {}        # (Spec, shape class) -> CompiledKernel
         self._device = None
         self._plans = {}         # call signature -> _FastPlan
+        self.stages = None       # the Kernel's stages dict (set by CupyBackend.compile)
 
     def preview_source(self):
         """The source for the canonical layout (row-major, aligned, sm90 where possible), so
@@ -88,7 +93,8 @@ class CupyRunner:
                     "async" if self.options["mainloop"] == "sm80" else "tma",
                     "async" if self.options["mainloop"] == "sm80" else "tma", False, p.batched, p.batched,
                     cls(p.inputs), cls(p.outputs), -1, bool(self.options["deterministic"]),
-                    fast_math=bool(self.options["fast_math"]))
+                    fast_math=self.options["fast_math"] is True,
+                    fast_ops=fast_ops(p) if self.options["fast_math"] == "auto" else ())
         return generate(p, spec, candidates(p, spec)[0])
 
     def _device_info(self):
@@ -149,8 +155,11 @@ class CupyRunner:
                else to_device(v, f"input {k!r}") for k, v in inputs.items()}
         alloc = _RecordingAllocator(side, A)
         bound = bind(self.program, dA, dB, dev, alloc.alloc, alloc.fill, upload=to_device)
-        spec = decide_spec(self.program, bound, self.options, self._device_info()[0])
+        report = []
+        spec = decide_spec(self.program, bound, self.options, self._device_info()[0], report)
         kernel = self._select(spec, bound)
+        if self.stages is not None:
+            self.stages["fast_paths"] = fast_path_summary(self.program, spec, kernel.cfg, report)
         prepared = kernel.prepare(bound)
         made = alloc.made
         prepared.fire([a.ptr for a in made], side)

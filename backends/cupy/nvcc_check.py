@@ -37,7 +37,8 @@ class BuildReport:
 
 _PROPS = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 SASS_OPS = ("HGMMA", "HMMA", "FFMA", "UTMALDG", "UTMASTG", "MEMBAR.ALL.GPU", "LDL", "STL", "LDGSTS", "LDSM",
-            "MUFU.TANH", "MUFU.EX2")
+            "MUFU.TANH", "MUFU.EX2", "LDG", "STG", "LDS", "STS", "SHFL", "BAR.SYNC",
+            "ST.E", "LD.E")   # ST.E / LD.E: generic-space accesses (into shared memory they pay a space check)
 
 
 def build(source, kernel="evt_main", arch="sm_90a"):

@@ -4,8 +4,11 @@ runs on every call at microsecond cost and is unit-tested without a GPU.
 """
 from evt_core.errors import UnsupportedError
 
+from evt_core.tree.ops import Op
+
 from .codegen import sm80, sm90
-from .codegen.plan import N_BROADCAST, N_GENERIC, N_UNIT, N_UNIT_PAIR, Spec, TileConfig
+from .codegen.plan import REDUCE_OPS, N_BROADCAST, N_GENERIC, N_UNIT, N_UNIT_PAIR, Spec, TileConfig
+from .codegen.spelling import FAST_SPELLING
 
 SMEM_LIMIT = 232448          # 227 KB: the per-block opt-in maximum on sm_90
 _ITEM = {"float32": 4, "float16": 2, "bfloat16": 2}
@@ -33,9 +36,32 @@ def _async_ok(ptr, row_stride, batch_stride, inner_extent, item):
     return ptr % 16 == 0 and row_stride % epc == 0 and batch_stride % epc == 0 and inner_extent % epc == 0
 
 
-def decide_spec(program, bound, options, cc):
+def fast_ops(program):
+    """fast_math="auto": the instructions with a fast spelling whose values reach only 16-bit
+    stores (no fp32 output, no reduction, directly or through later uses), where the
+    approximation (~1 fp16 ulp for tanh.approx) is below the output's own rounding."""
+    n = len(program.instrs)
+    users = [[] for _ in range(n)]
+    for i, ins in enumerate(program.instrs):
+        for a in ins.args:
+            users[a].append(i)
+    only16 = [True] * n
+    for i in reversed(range(n)):
+        ins = program.instrs[i]
+        if ins.op is Op.STORE:
+            here = program.outputs[ins.arg].dtype != "float32"
+        else:
+            here = ins.op not in REDUCE_OPS
+        only16[i] = here and all(only16[u] for u in users[i])
+    return tuple(i for i, ins in enumerate(program.instrs) if only16[i] and ins.op in FAST_SPELLING)
+
+
+def decide_spec(program, bound, options, cc, report=None):
     """The Spec for this call. Raises UnsupportedError when mainloop="sm90" is forced on a call
-    TMA cannot take, naming the operand and why."""
+    TMA cannot take, naming the operand and why. `report`, a list, receives one line per
+    tensor that a fast path (aux_tma, tma_store_all) could not take, with the reason."""
+    if report is None:
+        report = []
     dt = bound.dtype
     item = _ITEM[dt]
     (aL, aM, aK), (bL, bK, bN) = bound.a_strides, bound.b_strides
@@ -61,8 +87,15 @@ def decide_spec(program, bound, options, cc):
         for i, (t, op) in enumerate(zip(bound.outputs, program.outputs)):
             sL, sM, sN = t.strides
             spans = program.spans(op)
-            if (op.dtype != "float32" and spans[1] and spans[2] and (spans[0] or not program.batched or bound.L == 1)
-                    and sN == 1 and _rows16(t.array.ptr, sM, sL, 2)):
+            if not (spans[1] and spans[2]):
+                continue
+            why = ("fp32" if op.dtype == "float32" else
+                   "batched call, output without the L axis" if not (spans[0] or not program.batched or bound.L == 1)
+                   else f"strides {t.strides}: TMA needs unit N stride and 16-byte aligned base and rows"
+                   if not (sN == 1 and _rows16(t.array.ptr, sM, sL, 2)) else "")
+            if why:
+                report.append(f"output {op.name!r}: direct stores ({why})")
+            else:
                 storable.append(i)
         if storable:
             tma_out = storable[0]
@@ -73,11 +106,17 @@ def decide_spec(program, bound, options, cc):
             for i, (t, op) in enumerate(zip(bound.inputs, program.inputs)):
                 sL, sM, sN = t.strides
                 spans = program.spans(op)
+                if not (spans[1] and spans[2]):
+                    continue
                 # row-major 16-bit M x N tiles with 16-byte aligned rows (TMA's rule); an input
                 # without the L axis of a batched program is the same 2-D tile for every batch
-                if (op.dtype != "float32" and spans[1] and spans[2] and sN == 1 and (sM != 0)
+                if (op.dtype != "float32" and sN == 1 and (sM != 0)
                         and _rows16(t.array.ptr, sM, sL if spans[0] else 0, 2)):
                     aux.append(i)
+                else:
+                    why = ("fp32" if op.dtype == "float32" else
+                           f"strides {t.strides}: TMA needs unit N stride and 16-byte aligned base and rows")
+                    report.append(f"input {op.name!r}: per-thread loads ({why})")
             aux_tma = tuple(aux)
     if use90:
         a_load = b_load = "tma"
@@ -87,27 +126,78 @@ def decide_spec(program, bound, options, cc):
         outer = bN if b_kmajor else bK
         unit = bK == 1 if b_kmajor else bN == 1
         b_load = "async" if unit and _async_ok(pb, outer, bL, inner, item) else "scalar"
+    direct = ()
+    if not options["deterministic"]:
+        direct = tuple(r for r, (t, red) in enumerate(zip(getattr(bound, "reductions", ()), program.reductions))
+                       if _direct_ok(red, t, bound))
+    fm = options.get("fast_math", "auto")
     spec = Spec(dt, "sm90" if use90 else "sm80", a_load, b_load, b_kmajor, aL != 0, bL != 0,
                 in_cls, out_cls, tma_out, bool(options["deterministic"]), tma_extra, aux_tma,
-                bool(options.get("fast_math", False)))
-    return _fit_options(program, spec)
+                fm is True, fast_ops(program) if fm == "auto" else (), direct)
+    return _fit_options(program, spec, report)
 
 
-def _fit_options(program, spec):
+def _direct_ok(red, t, bound):
+    """A reduction can combine straight into its output (no workspace, no finishing pass) when
+    the output is fp32, the op needs no final division, and the output is laid out densely in
+    (L, M, N) order over the kept axes, exactly as the atomic workspace would be."""
+    if red.op is Op.MEAN or red.operand.dtype != "float32":
+        return False
+    exts = (bound.L, bound.M, bound.N)
+    want, step = [0, 0, 0], 1
+    for ax in (2, 1, 0):
+        if "LMN"[ax] not in red.over:
+            want[ax] = step
+            step *= exts[ax]
+    return all(st == w for st, w, e, ax in zip(t.strides, want, exts, "LMN") if ax not in red.over and e > 1)
+
+
+def _fit_options(program, spec, report):
     """aux_tma / tma_store_all buffers that leave no candidate tile in shared memory (many aux
     inputs or outputs plus reduction buffers) are given up, last first: the call falls back to
-    __ldg loads / direct stores for those tensors."""
+    __ldg loads / direct stores for those tensors (named in `report`)."""
     import dataclasses
-    while spec.aux_tma or spec.tma_extra:
+
+    from .codegen.plan import tile_vectors
+    while spec.aux_tma or spec.tma_extra or tile_vectors(program, spec):
         try:
             candidates(program, spec)
             return spec
         except UnsupportedError:
+            if not spec.aux_tma and not spec.tma_extra:
+                report.append("broadcast vectors: per-fragment loads (shared memory: no tile fits the vector buffers)")
+                return dataclasses.replace(spec, tile_vecs=False)
             if spec.aux_tma:
+                k = spec.aux_tma[-1]
+                report.append(f"input {program.inputs[k].name!r}: per-thread loads (shared memory: no tile fits "
+                              f"its TMA buffer)")
                 spec = dataclasses.replace(spec, aux_tma=spec.aux_tma[:-1])
             else:
+                k = spec.tma_extra[-1]
+                report.append(f"output {program.outputs[k].name!r}: direct stores (shared memory: no tile fits "
+                              f"its staging)")
                 spec = dataclasses.replace(spec, tma_extra=spec.tma_extra[:-1])
     return spec
+
+
+def fast_path_summary(program, spec, cfg, report):
+    """One readable block for kernel.stages["fast_paths"]: what this call's kernel got, and
+    every tensor a fast path fell back on, with the reason."""
+    from .codegen.plan import tile_vectors, tma_outputs
+    lines = [f"mainloop {spec.mainloop}, tile {cfg.label()}"]
+    if spec.mainloop == "sm90":
+        lines.append("TMA-stored outputs: " + (", ".join(program.outputs[k].name for k in tma_outputs(spec)) or "none"))
+        lines.append("TMA-loaded inputs: " + (", ".join(program.inputs[k].name for k in spec.aux_tma) or "none"))
+        tv = tile_vectors(program, spec)
+        lines.append("broadcast vectors staged per tile: " + (", ".join(program.inputs[k].name for k in tv) or "none"))
+    if program.reductions:
+        lines.append("reductions combined straight into their outputs (no finishing pass): "
+                     + (", ".join(program.reductions[r].name for r in spec.direct_reds) or "none"))
+    fast = "all" if spec.fast_math else (", ".join(f"%{i} {program.instrs[i].op.value}" for i in spec.fast_ops)
+                                         or "none")
+    lines.append(f"fast transcendentals: {fast}")
+    lines += [f"fallback: {r}" for r in report] or ["fallback: none"]
+    return "\n".join(lines)
 
 
 def smem_bytes(program, spec, cfg):
@@ -130,8 +220,9 @@ def candidates(program, spec):
     else:
         raw = [TileConfig(128, 128, 32, 2, 4, 4), TileConfig(128, 256, 32, 2, 4, 3),
                TileConfig(64, 128, 32, 2, 2, 4), TileConfig(128, 128, 32, 2, 4, 3)]
-    if spec.aux_tma or spec.tma_extra:
-        # the extra staging / aux buffers cost pipeline stages rather than whole candidates
+    from .codegen.plan import tile_vectors
+    if spec.aux_tma or spec.tma_extra or tile_vectors(program, spec):
+        # the extra staging / aux / vector buffers cost pipeline stages rather than whole candidates
         fitted = []
         for c in raw:
             try:

@@ -30,3 +30,24 @@ def canonical_spec(program, dtype, mainloop, *, b_kmajor=False, loads="fast", de
 
 
 ALL_CLASSES = (N_BROADCAST, N_GENERIC, N_UNIT, N_UNIT_PAIR)
+
+
+def default_spec(program, dtype="float16", M=4096, N=3072, K=768, L=1):
+    """The Spec decide_spec gives a call with row-major, 1 KB-aligned operands under the
+    backend's default options (the fast paths on), on an sm_90 device."""
+    from types import SimpleNamespace
+
+    from evt_backends.cupy.backend import CupyBackend
+    from evt_backends.cupy.select import decide_spec
+    L = L if program.batched else 1
+
+    def frame(op):
+        sL, sM, sN = program.spans(op)
+        return SimpleNamespace(array=SimpleNamespace(ptr=1 << 20),
+                               strides=(M * N if sL else 0, N if sM else 0, 1 if sN else 0))
+    bound = SimpleNamespace(L=L, M=M, N=N, K=K, A=SimpleNamespace(ptr=1 << 20), B=SimpleNamespace(ptr=1 << 20),
+                            a_strides=(M * K if program.batched else 0, K, 1),
+                            b_strides=(K * N if program.batched else 0, N, 1), dtype=dtype,
+                            inputs=[frame(o) for o in program.inputs], outputs=[frame(o) for o in program.outputs],
+                            reductions=[], scalars=[])
+    return decide_spec(program, bound, dict(CupyBackend.options), (9, 0))

@@ -6,6 +6,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from evt_core.tree.ops import Op
+
 from evt_backends.cupy import programs as P
 from evt_backends.cupy.codegen.epilogue import arg_layout
 from evt_backends.cupy.codegen.plan import N_BROADCAST, N_GENERIC, N_UNIT, N_UNIT_PAIR, TileConfig
@@ -114,10 +116,48 @@ def _bound_io(M, N, K, inputs, outputs, L=1, ptr=1 << 20):
 _FAST = {"mainloop": "auto", "deterministic": False, "aux_tma": True, "tma_store_all": True, "fast_math": True}
 
 
-def test_options_are_accepted_and_default_off():
+def test_fast_paths_are_the_defaults():
     from evt_backends.cupy.backend import CupyBackend
     o = CupyBackend.options
-    assert o["aux_tma"] is False and o["tma_store_all"] is False and o["fast_math"] is False
+    assert o["aux_tma"] is True and o["tma_store_all"] is True and o["fast_math"] == "auto"
+
+
+def test_fast_math_auto_only_where_every_result_is_16_bit():
+    from evt_backends.cupy.select import fast_ops
+    w1, w2 = P.w1_forward(), P.w2_backward()
+    assert all(w1.outputs[i].dtype == "float16" for i in range(2))
+    # W1: gelu_tanh(z) is stored in fp16 only -> fast
+    assert [w1.instrs[i].op.value for i in fast_ops(w1)] == ["gelu_tanh"]
+    # W2: gelu_tanh_grad(z) feeds dbias, an fp32 column sum -> accurate
+    assert fast_ops(w2) == ()
+    b = _bound_io(256, 512, 64, [(0, 0, 1)], [(0, 512, 1), (0, 512, 1)])
+    spec = decide_spec(w1, b, {"mainloop": "auto", "deterministic": False}, (9, 0))
+    assert spec.fast_ops == fast_ops(w1) and not spec.fast_math
+    src = generate(w1, spec, candidates(w1, spec)[0])
+    assert "evt_gelu_tanh_fast(" in src.split("void evt_epilogue(")[1].split("\n}\n")[0]
+    off = decide_spec(w1, b, {"mainloop": "auto", "deterministic": False, "fast_math": False}, (9, 0))
+    assert off.fast_ops == () and not off.fast_math
+    # an fp32 output of the same op keeps the accurate spelling
+    b = P.ProgramBuilder()
+    t = b.op(Op.TANH, b.op(Op.ADD, b.accum, b.load("bias", "float16", ("N",))))
+    b.store(t, "D", "float16")
+    b.store(b.op(Op.EXP, t), "E", "float32")
+    prog = b.build()
+    assert [prog.instrs[i].op for i in fast_ops(prog)] == []        # tanh feeds the fp32 E too
+    assert fast_ops(P.bias_gelu(gelu=Op.GELU_TANH)) != ()
+
+
+def test_fallbacks_are_reported():
+    from evt_backends.cupy.select import fast_path_summary
+    prog = P.paper_example()
+    report = []
+    b = _bound_io(256, 504, 64, [(0, 1, 256), (0, 0, 1)], [(0, 504, 1), (0, 1, 256)])
+    spec = decide_spec(prog, b, _FAST, (9, 0), report)
+    assert spec.aux_tma == () and spec.tma_extra == ()
+    text = fast_path_summary(prog, spec, candidates(prog, spec)[0], report)
+    assert "input 'C': per-thread loads (strides (0, 1, 256)" in text
+    assert "output 'F': direct stores (strides (0, 1, 256)" in text
+    assert "TMA-stored outputs: D" in text and "broadcast vectors staged per tile: bias" in text
 
 
 def test_fast_options_take_every_tma_able_tensor():
@@ -157,3 +197,40 @@ def test_fast_option_candidates_fit_by_dropping_stages():
         assert cands[0].stages >= 3
         for cfg in cands:
             assert smem_bytes(prog, spec, cfg) <= SMEM_LIMIT
+
+
+def test_dense_fp32_reductions_combine_into_their_outputs():
+    """Atomic mode: a dense fp32 SUM/AMAX/AMIN output is its own workspace (no evt_finish pass);
+    MEAN, a strided output, fp32-less outputs and deterministic mode keep the workspace."""
+    from evt_backends.cupy.codegen.epilogue import finish_kernels
+    prog = P.reductions(batched=False)       # row_sum (M,), col_mean (N,), amax_all (), row_min (M,)
+    M, N = 256, 512
+    red = lambda st: SimpleNamespace(array=SimpleNamespace(ptr=1 << 20), strides=st)  # noqa: E731
+    b = _bound_io(M, N, 64, [(0, 1, 0)], [(0, N, 1)])
+    b.reductions = [red((0, 1, 0)), red((0, 0, 1)), red((0, 0, 0)), red((0, 2, 0))]
+    spec = decide_spec(prog, b, {"mainloop": "auto", "deterministic": False}, (9, 0))
+    assert spec.direct_reds == (0, 2)        # col_mean divides; row_min is strided
+    det = decide_spec(prog, b, {"mainloop": "auto", "deterministic": True}, (9, 0))
+    assert det.direct_reds == ()
+    fin = finish_kernels(prog, False, spec.direct_reds).split("evt_finish")[1]
+    assert "rout0" not in fin and "rout2" not in fin and "rout1" in fin and "rout3" in fin
+
+
+def test_many_broadcast_vectors_never_narrow_what_compiles():
+    """Forty bias rows need 40 KB of vector buffers per CTA: tiles lose stages first, and where
+    nothing fits the vectors go back to per-fragment loads (reported), never an error."""
+    from evt_backends.cupy.codegen.plan import tile_vectors
+    for count in (4, 40, 120):
+        b = P.ProgramBuilder()
+        acc = b.accum
+        for i in range(count):
+            acc = b.op(Op.ADD, acc, b.load(f"b{i}", "float32", ("N",)))
+        b.store(acc, "D", "float16")
+        prog = b.build()
+        report = []
+        bound = _bound_io(256, 512, 64, [(0, 0, 1)] * count, [(0, 512, 1)])
+        spec = decide_spec(prog, bound, {"mainloop": "auto", "deterministic": False}, (9, 0), report)
+        cands = candidates(prog, spec)
+        assert cands and all(smem_bytes(prog, spec, c) <= SMEM_LIMIT for c in cands)
+        assert bool(tile_vectors(prog, spec)) == (count < 120), (count, report)
+        assert (count < 120) or any("broadcast vectors" in r for r in report)

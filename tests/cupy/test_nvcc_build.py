@@ -125,3 +125,53 @@ def test_fast_paths_default_off_and_same_source():
     assert "evt_gelu_tanh(" in epi and "_fast(" not in epi
     fast = generate(prog, canonical_spec(prog, "float16", "sm90", fast_math=True), SM90_PP)
     assert "evt_gelu_tanh_fast(" in fast.split("void evt_epilogue(")[1].split("\n}\n")[0]
+
+
+# ---- the defaults on the epilogue ladder (bench/ladder.py): node costs are their bytes ----
+LADDER_KEYS = ["R0", "R1", "R2", "R3", "R4", "R5", "R6", "R7", "W1", "W2", "W4"]
+
+
+@pytest.mark.parametrize("key", LADDER_KEYS)
+def test_ladder_defaults_sass(key):
+    """The default call (aux_tma, tma_store_all, fast_math="auto" on; row-major aligned operands)
+    of each ladder rung on its first candidate tile: every 16-bit M x N output staged with STS
+    and written by one UTMASTG per 64 x 64 panel, M x N inputs by UTMALDG, broadcast vectors one
+    LDG per thread and tile (no per-fragment global loads), no generic ST/LD into shared memory,
+    no spills, shared memory within 227 KB."""
+    import evt_core
+    from bench.ladder import LADDER
+    from evt_backends.cupy.codegen.plan import tile_vectors, tma_outputs
+    from evt_backends.cupy.select import candidates
+
+    from .helpers import default_spec
+    wl = LADDER[key]
+    prog = evt_core.trace(wl.epilogue, wl.example(256, 512)).program
+    spec = default_spec(prog)
+    cfg = candidates(prog, spec)[0]
+    assert smem_bytes(prog, spec, cfg) <= SMEM_LIMIT
+    mn_out = [k for k, o in enumerate(prog.outputs) if o.dtype != "float32" and prog.spans(o)[1:] == (True, True)]
+    mn_in = [k for k, o in enumerate(prog.inputs) if prog.spans(o)[1:] == (True, True)]
+    assert tma_outputs(spec) == tuple(mn_out) and spec.aux_tma == tuple(mn_in), spec
+    rep = build(generate(prog, spec, cfg))
+    assert (rep.stack, rep.spill_stores, rep.spill_loads) == (0, 0, 0), rep
+    if not rep.sass:
+        pytest.skip("cuobjdump not found: resource checks only")
+    s = rep.sass
+    assert s["ST.E"] == 0 and s["LD.E"] == 0, s                   # shared memory through STS/LDS only
+    assert s["STG"] == 0, s                                       # no per-thread global stores left
+    sites = (cfg.bn // 64) * (cfg.bm // 64) if cfg.pingpong else 2 * (cfg.bn // 128)
+    assert s["UTMASTG"] >= len(mn_out) * sites, s
+    assert s["UTMALDG"] >= 2 + len(mn_in), s
+    # STS: one word per column pair and fragment row slot, per staged output
+    assert s["STS"] >= len(mn_out) * cfg.bn // 4 * (cfg.bm // 64 if cfg.pingpong else 1), s
+    # global loads: the watchdog's flag reads plus one or two per thread and broadcast vector
+    nvec = len(tile_vectors(prog, spec))
+    assert s["LDG"] <= 4 + 2 * nvec * (cfg.bn // 128), s
+    if any(prog.instrs[i].op.value in ("gelu_tanh", "tanh") for i in spec.fast_ops):
+        assert s["MUFU.TANH"] > 0, s
+    # reductions: row totals 2 xor shuffles per row slot; column totals a halving butterfly,
+    # 7/4 shuffles per column pair and warp (the per-pair reduction took 6)
+    from evt_backends.cupy.codegen.plan import COL, ROW, reduction_kind
+    kinds = [reduction_kind(r) for r in prog.reductions]
+    mh = cfg.bm // 64 if cfg.pingpong else 1
+    assert s["SHFL"] <= mh * (kinds.count(ROW) * 4 + kinds.count(COL) * 7 * (cfg.bn // 8) // 4), s

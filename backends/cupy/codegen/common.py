@@ -33,5 +33,5 @@ def module_source(program, spec, header, kernel):
         epilogue_function(program, spec),
         tile_coords(),
         kernel,
-        finish_kernels(program, spec.deterministic),
+        finish_kernels(program, spec.deterministic, spec.direct_reds),
     ])

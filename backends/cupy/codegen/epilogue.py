@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from evt_core.tree.ops import Op
 
-from .plan import (ALL, COL, ELEM, N_BROADCAST, N_GENERIC, N_UNIT, N_UNIT_PAIR, REDUCE_OPS, ROW, reduction_kind,
-                   tma_outputs)
+from .plan import (ALL, COL, ELEM, N_BROADCAST, N_GENERIC, N_UNIT, N_UNIT_PAIR, REDUCE_OPS, ROW, VEC_ROW,
+                   reduction_kind, tile_vectors, tma_outputs)
 from .prelude import STORAGE
 from .spelling import REDUCE_SPELLING, float_literal, spell
 
@@ -104,6 +104,22 @@ class EpilogueWriter:
             self.emit(f"float v{i}_0, v{i}_1;")
             self.emit(f"evt_unpack2_{dt}(evt_lds_u32(aux_s + {x} * aux_stride), v{i}_0, v{i}_1);")
             return
+        tv = tile_vectors(self.p, self.spec)
+        if k in tv:
+            # a broadcast vector staged for this tile in shared memory (zero past the edges);
+            # vs = the warpgroup's vector buffer, tn/tm = the pair's column / the row in its tile
+            kind, boff = tv[k]
+            cvt = {"float16": "evt_f16_to_f32", "bfloat16": "evt_bf16_to_f32"}.get(dt)
+            self.emit(f"float v{i}_0, v{i}_1;")
+            if kind == VEC_ROW and cvt:
+                self.emit(f"evt_unpack2_{dt}(evt_lds_u32(vs + {boff} + 2 * tn), v{i}_0, v{i}_1);")
+            elif kind == VEC_ROW:
+                self.emit(f"evt_lds_f32x2(vs + {boff} + 4 * tn, v{i}_0, v{i}_1);")
+            elif cvt:
+                self.emit(f"v{i}_0 = {cvt}(evt_lds_u16(vs + {boff} + 2 * tm)); v{i}_1 = v{i}_0;")
+            else:
+                self.emit(f"v{i}_0 = evt_lds_f32(vs + {boff} + 4 * tm); v{i}_1 = v{i}_0;")
+            return
         self.emit(f"float v{i}_0 = 0.0f, v{i}_1 = 0.0f;")
         if cls == N_BROADCAST:
             self.emit(f"if (ok0) {{ v{i}_0 = evt_ld_{dt}({base}); v{i}_1 = v{i}_0; }}")
@@ -121,7 +137,7 @@ class EpilogueWriter:
     # ---- compute ----
     def _compute(self, i, ins):
         for e in (0, 1):
-            expr = spell(ins.op, [f"v{a}_{e}" for a in ins.args], fast=self.spec.fast_math)
+            expr = spell(ins.op, [f"v{a}_{e}" for a in ins.args], fast=self.spec.fast_math or i in self.spec.fast_ops)
             self.emit(f"const float v{i}_{e} = {expr};")
 
     # ---- sinks ----
@@ -196,11 +212,14 @@ def epilogue_function(program, spec):
     ntma = max(1, len(tma_outputs(spec)))
     body = EpilogueWriter(program, spec).write()
     aux = ", u32 aux_s, u32 aux_stride" if spec.aux_tma else ""
+    if tile_vectors(program, spec):
+        aux += ", u32 vs, int tn, int tm"
     return (
         "// The fused epilogue for the column pair (n, n+1) of row m in batch l. ok0/ok1 say\n"
         "// whether each element lies inside the problem; red[r] receives the values reduction r\n"
         "// combines (its identity outside the problem); tma_word[o] the packed TMA-stored outputs;\n"
-        "// aux_s/aux_stride (aux_tma) address the TMA-loaded input tiles in shared memory.\n"
+        "// aux_s/aux_stride (aux_tma) address the TMA-loaded input tiles in shared memory; vs/tn/tm\n"
+        "// the tile's broadcast vectors staged in shared memory (sm90).\n"
         "__device__ __forceinline__ void evt_epilogue(const EpiArgs& a, int l, int m, int n, float acc0,\n"
         f"    float acc1, bool ok0, bool ok1, float (&red)[{nred}][2], u32 (&tma_word)[{ntma}]{aux}) {{\n{body}\n}}\n")
 
@@ -246,15 +265,19 @@ def put_functions(program, deterministic):
     return "\n".join(out)
 
 
-def finish_kernels(program, deterministic):
+def finish_kernels(program, deterministic, direct=()):
     """evt_init (identity fill of the atomic workspace) and evt_finish (partials -> output:
-    combine in fixed order, MEAN's division, rounding, the user's strides)."""
+    combine in fixed order, MEAN's division, rounding, the user's strides). A `direct`
+    reduction's workspace is its output itself: init fills it, finish leaves it alone."""
     init, fin = [], []
     for r, red in enumerate(program.reductions):
         comb, ident = REDUCE_SPELLING[red.op]
         kl, km, kn = _kept(red)
         E = _elements(red)
         init.append(f"  for (long long i = i0; i < {E}; i += step) a.ws{r}[i] = {ident};")
+        if r in direct:
+            fin.append(f"  // {red.name}: combined directly into the output by the main kernel")
+            continue
         if deterministic:
             gather = (f"float v = {ident};\n      for (int p = 0; p < a.parts{r}; ++p) "
                       f"v = {comb.format(x='v', y=f'a.ws{r}[(long long)p * E + i]')};")

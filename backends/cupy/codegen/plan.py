@@ -38,10 +38,16 @@ class Spec:
     out_classes: tuple       # N_* per program output
     tma_out: int             # index of the output written by TMA stores (sm90), or -1
     deterministic: bool
-    # opt-in fast paths (backend options aux_tma / tma_store_all / fast_math, default off):
+    # fast paths (backend options aux_tma / tma_store_all / fast_math; on by default where the
+    # layouts and shared memory allow, see select.decide_spec):
     tma_extra: tuple = ()    # further outputs written by TMA stores after tma_out (tma_store_all)
     aux_tma: tuple = ()      # M x N 16-bit inputs the producer TMA-loads into shared memory (aux_tma)
-    fast_math: bool = False  # tanh.approx / ex2.approx / rcp.approx spellings (fast_math)
+    fast_math: bool = False  # every op in its tanh.approx / ex2.approx / rcp.approx spelling (fast_math=True)
+    fast_ops: tuple = ()     # instruction indices spelled fast (fast_math="auto": values that reach
+                             # only 16-bit stores)
+    direct_reds: tuple = ()  # reductions whose CTA combines go straight into their fp32 output
+                             # (atomic mode, no MEAN, dense layout): no evt_finish pass for them
+    tile_vecs: bool = True   # sm90: stage broadcast vectors per tile in shared memory (tile_vectors)
 
 
 def tma_outputs(spec):
@@ -71,3 +77,38 @@ def row_block(spec, cfg):
     cooperative schedule, one m64 fragment of a ping-pong tile), the CTA tile on sm80.
     Deterministic partial slots are numbered by these blocks."""
     return 64 if spec.mainloop == "sm90" else cfg.bm
+
+
+VEC_ROW, VEC_COL = "row", "col"
+_VEC_ITEM = {"float32": 4, "float16": 2, "bfloat16": 2}
+
+
+def tile_vectors(program, spec):
+    """sm90: the broadcast-vector inputs staged once per tile in shared memory, as
+    {input index: (VEC_ROW | VEC_COL, byte offset in a consumer warpgroup's vector buffer)}.
+    A row vector spans N and not M (a bias[N]), a column vector M and not N (a scale[M]); each
+    consumer thread loads its share before the tile's mainloop and stores it after, so the
+    epilogue reads a shared-memory word per column pair instead of a global load per fragment
+    element. Slots are sized for the largest tile (256 columns, 128 rows of one warpgroup's tile)
+    in the input's storage type, so the layout does not depend on the TileConfig."""
+    if spec.mainloop != "sm90" or not spec.tile_vecs:
+        return {}
+    out, off = {}, 0
+    for k, op in enumerate(program.inputs):
+        _, sm, sn = program.spans(op)
+        if sm == sn:
+            continue
+        kind = VEC_ROW if sn else VEC_COL
+        out[k] = (kind, off)
+        off += (256 if kind == VEC_ROW else 128) * _VEC_ITEM[op.dtype]
+    return out
+
+
+def tile_vector_bytes(program, spec):
+    """Bytes of one consumer warpgroup's tile-vector buffer (a multiple of 16)."""
+    tv = tile_vectors(program, spec)
+    if not tv:
+        return 0
+    k, (kind, off) = max(tv.items(), key=lambda kv: kv[1][1])
+    end = off + (256 if kind == VEC_ROW else 128) * _VEC_ITEM[program.inputs[k].dtype]
+    return (end + 15) // 16 * 16

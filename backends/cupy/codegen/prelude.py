@@ -64,6 +64,16 @@ __device__ __forceinline__ void evt_atomic_amin(float* p, float v) {
   else atomicMax((unsigned int*)p, __float_as_uint(v));
 }
 __device__ __forceinline__ float evt_shfl_xor(float v, int mask) { return __shfl_xor_sync(0xffffffffu, v, mask); }
+// explicit shared-space accesses on 32-bit shared addresses: a generic pointer into dynamic shared
+// memory compiles to generic ST/LD (an address-space check per access); volatile keeps them in
+// program order with the barriers around them
+__device__ __forceinline__ void evt_sts_u32(u32 addr, u32 v) { asm volatile("st.shared.u32 [%0], %1;" :: "r"(addr), "r"(v)); }
+// the f32 forms (reduction buffers, shared by both mainloops) also order against __syncthreads()
+__device__ __forceinline__ void evt_sts_f32(u32 addr, float v) { asm volatile("st.shared.f32 [%0], %1;" :: "r"(addr), "f"(v) : "memory"); }
+__device__ __forceinline__ float evt_lds_f32(u32 addr) { float v; asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory"); return v; }
+__device__ __forceinline__ void evt_lds_f32x2(u32 addr, float& x, float& y) {
+  asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(x), "=f"(y) : "r"(addr));
+}
 """
 
 WATCHDOG = r"""
@@ -121,6 +131,8 @@ __device__ __forceinline__ void evt_tma_store_3d(const TmaDesc* map, int x, int 
 // aux_tma reads: an explicit ld.shared (a generic load would pay the address-space check); volatile
 // keeps it between the aux_full wait and the aux_empty arrive
 __device__ __forceinline__ u32 evt_lds_u32(u32 addr) { u32 v; asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(addr)); return v; }
+__device__ __forceinline__ u16 evt_lds_u16(u32 addr) { u16 v; asm volatile("ld.shared.u16 %0, [%1];" : "=h"(v) : "r"(addr)); return v; }
+__device__ __forceinline__ void evt_sts_u16(u32 addr, u16 v) { asm volatile("st.shared.u16 [%0], %1;" :: "r"(addr), "h"(v)); }
 __device__ __forceinline__ void evt_bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
 __device__ __forceinline__ void evt_bulk_wait_read0() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
 __device__ __forceinline__ void evt_bulk_wait_read1() { asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory"); }

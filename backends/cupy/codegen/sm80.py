@@ -135,6 +135,7 @@ def generate(program, spec, cfg):
   T* sA = (T*)smem;                                  // [{S}][{cfg.bm}][{g['PA']}]
   T* sB = sA + {S * g['A_STAGE']};                   // [{S}] B tiles
   float* red_smem = (float*)(sB + {S * g['B_STAGE']});  // reduction combine buffers
+  const u32 red_s = evt_smem_u32(red_smem);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int wm = warp / {cfg.warps_n}, wn = warp % {cfg.warps_n};
   const int gq = lane >> 2, q = lane & 3;            // fragment row group and column pair

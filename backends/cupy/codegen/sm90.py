@@ -9,8 +9,11 @@ producer is already filling the ring for their next tile, which is the overlap w
 ping-pong scheduling. Every mbarrier wait is bounded (prelude WATCHDOG).
 """
 from .common import module_source
-from .fragments import FragmentMap, column_group_body, combine, declare_partials, smem_floats
-from .plan import tma_outputs
+from .fragments import (FragmentMap, col_run_begin, col_run_end, column_group_body, combine, declare_partials,
+                        smem_floats)
+from .epilogue import _offset
+from .plan import VEC_ROW, tile_vector_bytes, tile_vectors, tma_outputs
+from .prelude import STORAGE
 
 BM, BK = 128, 64
 A_BYTES = BM * BK * 2
@@ -31,13 +34,15 @@ def aux_geometry(spec, cfg):
     return nb, mh, panels, per_input * len(spec.aux_tma), per_input
 
 
-def _fragment_map(cfg, spec):
+def _fragment_map(cfg, spec, program):
     nt = len(tma_outputs(spec))
-    stage = " ".join(f"*(u32*)(stg + {o * STAGING_BYTES} + (jj >> 3) * 8192 + {_PANEL_WORD.format(c='jj')}) = tma_word[{o}];"
+    stage = " ".join(f"evt_sts_u32(stgb_s + {o * 8192} + {_PANEL_WORD.format(c='jj')}, tma_word[{o}]);"
                      for o in range(nt))
     aux = ""
     if spec.aux_tma:
         aux = f", auxw + (j >> 3) * 8192 + {_PANEL_WORD.format(c='j')}, {aux_geometry(spec, cfg)[4]}"
+    if tile_vectors(program, spec):
+        aux += ", vs, 8 * j + 2 * q, 16 * w + gq + 8 * s"
     return FragmentMap(
         slots=2,
         slot_row=lambda s: f"m0 + 64 * wg + 16 * w + gq + 8 * ({s})",
@@ -49,13 +54,13 @@ def _fragment_map(cfg, spec):
         sync="evt_named_bar(1 + wg, 128);", stage_word=stage, tma_words=max(1, nt), aux_args=aux)
 
 
-def _pp_fragment_map(cfg, spec):
+def _pp_fragment_map(cfg, spec, program):
     """Ping-pong: one warpgroup holds the whole bm x bn tile as bm/64 m64nBN fragments, and the
     epilogue walks them one m-half `h` at a time (a C loop, unrolled), each exactly like a
     cooperative warpgroup's 64 rows. The staged output goes through 64 x 64 swizzled panels,
     double-buffered (`stgb`)."""
     nt = len(tma_outputs(spec))
-    stage = " ".join(f"*(u32*)(stgb + {o * 8192} + {_PANEL_WORD.format(c='jj')}) = tma_word[{o}];"
+    stage = " ".join(f"evt_sts_u32(stgb_s + {o * 8192} + {_PANEL_WORD.format(c='jj')}, tma_word[{o}]);"
                      for o in range(nt))
     half = cfg.bn // 2
     mh = cfg.bm // 64
@@ -63,6 +68,8 @@ def _pp_fragment_map(cfg, spec):
     if spec.aux_tma:
         aux = (f", auxw + h * {cfg.bn // 64 * 8192} + (j >> 3) * 8192 + {_PANEL_WORD.format(c='j')}, "
                f"{aux_geometry(spec, cfg)[4]}")
+    if tile_vectors(program, spec):
+        aux += ", vs, 8 * j + 2 * q, 64 * h + 16 * w + gq + 8 * s"
     return FragmentMap(
         slots=2,
         slot_row=lambda s: f"m0 + 64 * h + 16 * w + gq + 8 * ({s})",
@@ -74,13 +81,13 @@ def _pp_fragment_map(cfg, spec):
         sync="evt_named_bar(1 + wg, 128);", stage_word=stage, tma_words=max(1, nt), aux_args=aux)
 
 
-def _fmap(cfg, spec):
-    return _pp_fragment_map(cfg, spec) if cfg.pingpong else _fragment_map(cfg, spec)
+def _fmap(cfg, spec, program):
+    return _pp_fragment_map(cfg, spec, program) if cfg.pingpong else _fragment_map(cfg, spec, program)
 
 
 def staging_bytes(cfg, outputs=1):
-    """Per consumer warpgroup and TMA-stored output: cooperative 64 rows x 128 columns;
-    ping-pong two 64 x 64 panels (double buffer)."""
+    """Per consumer warpgroup and TMA-stored output: two 64 x 64 panels (a double buffer), in
+    both schedules."""
     return (2 * 8192 if cfg.pingpong else STAGING_BYTES) * outputs
 
 
@@ -90,14 +97,16 @@ def smem_layout(program, spec, cfg):
     b_bytes = cfg.bn * BK * 2
     stage = a_bytes + b_bytes
     nt = len(tma_outputs(spec))
-    _, red_floats = smem_floats(program, _fmap(cfg, spec))
+    _, red_floats = smem_floats(program, _fmap(cfg, spec, program))
     off = {"stage": stage, "b": a_bytes, "staging": cfg.stages * stage}
     off["aux"] = off["staging"] + 2 * staging_bytes(cfg, nt)       # 1024-aligned: all multiples of 8 KB
     nb, _, _, buf, _ = aux_geometry(spec, cfg)
     off["aux_buf"] = buf
     off["red"] = off["aux"] + (nb * buf if spec.aux_tma else 0)
     off["red_floats"] = red_floats
-    off["bars"] = off["red"] + 2 * 4 * red_floats
+    off["vec"] = (off["red"] + 2 * 4 * red_floats + 15) // 16 * 16      # tile vectors, per consumer WG
+    off["vec_bytes"] = tile_vector_bytes(program, spec)
+    off["bars"] = off["vec"] + 2 * off["vec_bytes"]
     off["bars"] = (off["bars"] + 7) // 8 * 8
     # ring: full[s], empty[s]; aux_tma: aux_full[b], aux_empty[b] after them
     off["abars"] = off["bars"] + 16 * cfg.stages
@@ -198,6 +207,42 @@ def _aux_consumer(spec, cfg, off):
     return wait, release
 
 
+def _tile_vectors(program, spec, cfg, off, m0w, rows, staged):
+    """Broadcast vectors (plan.tile_vectors), consumer side: (code at the tile's start, which
+    loads this thread's share of every vector into registers so the loads fly during the
+    mainloop; code after the mainloop, which stores them into the warpgroup's buffer `vs`).
+    Thread tid holds elements tid, tid + 128, ...; zero past the problem's edges. Ordering:
+    with staged outputs, the epilogue's first named barrier publishes the stores and the
+    barrier after the previous tile's last panel made the buffer free; otherwise two named
+    barriers do both."""
+    tv = tile_vectors(program, spec)
+    if not tv:
+        return "", ""
+    pre, st = ["      // tile vectors: issued now, consumed after the mainloop"], []
+    for k, (kind, boff) in tv.items():
+        op = program.inputs[k]
+        ty = STORAGE[op.dtype]
+        n_el = cfg.bn if kind == VEC_ROW else rows
+        per = (n_el + 127) // 128
+        spans = program.spans(op)
+        if kind == VEC_ROW:
+            idx, ok = "const int n = n0 + c;", f"c < {n_el} && n < a.N"
+            ptr = f"a.in{k} + ({_offset(f'in{k}', spans)}) + (long long)n * a.in{k}_sN"
+        else:
+            idx, ok = f"const int m = {m0w} + c;", f"c < {n_el} && m < a.M"
+            ptr = f"a.in{k} + ({_offset(f'in{k}', spans)})"
+        pre.append(f"      {ty} tv{k}[{per}];\n      #pragma unroll\n"
+                   f"      for (int i = 0; i < {per}; ++i) {{ const int c = tid + 128 * i; {idx} "
+                   f"tv{k}[i] = ({ok}) ? __ldg({ptr}) : ({ty})0; }}")
+        sts = "evt_sts_f32" if ty == "float" else "evt_sts_u16"
+        item = 4 if ty == "float" else 2
+        st.append(f"      #pragma unroll\n      for (int i = 0; i < {per}; ++i) {{ const int c = tid + 128 * i; "
+                  f"if (c < {n_el}) {sts}(vs + {boff} + {item} * c, tv{k}[i]); }}")
+    bar = "      evt_named_bar(1 + wg, 128);"
+    stage = "\n".join(st) if staged else "\n".join([bar + "   // the previous tile's epilogue is done with vs"] + st + [bar])
+    return "\n".join(pre), stage
+
+
 def _kernel_head(spec, cfg, off, empty_arrivals):
     """The wgmma helper, the kernel signature and the shared-memory/mbarrier set-up both sm90
     schedules share; `empty_arrivals` consumer arrivals release a ring slot (2 cooperative
@@ -207,8 +252,10 @@ def _kernel_head(spec, cfg, off, empty_arrivals):
 extern "C" __global__ void __launch_bounds__(384, 1) evt_main(const __grid_constant__ EpiArgs a,
     const __grid_constant__ TmaDesc tmA, const __grid_constant__ TmaDesc tmB, const __grid_constant__ TmaDesc tmD{_map_params(spec)}) {{
   extern __shared__ unsigned char smem_raw[];
-  unsigned char* smem = (unsigned char*)(((u64)smem_raw + 1023) & ~1023ull);   // swizzle atoms need 1024-B bases
-  const u32 sbase = evt_smem_addr(smem);
+  // swizzle atoms need 1024-B bases. Shared memory is addressed only through 32-bit shared-space
+  // addresses (st.shared / ld.shared / TMA / mbarrier operands): generic pointers into dynamic
+  // shared memory compiled to generic ST/LD
+  const u32 sbase = (evt_smem_addr(smem_raw) + 1023u) & ~1023u;
   const u32 bars = sbase + {off['bars']};        // full[s] at bars + 8s, empty[s] at bars + 8(S + s)
   const u32 abars = sbase + {off['abars']};      // aux_tma: aux_full[b] at abars + 8b, aux_empty[b] after them
   if (threadIdx.x == 0) {{
@@ -256,13 +303,14 @@ def generate(program, spec, cfg):
         return generate_pingpong(program, spec, cfg)
     staged = spec.tma_out >= 0
     nt = len(tma_outputs(spec))
-    fm = _fragment_map(cfg, spec)
+    fm = _fragment_map(cfg, spec, program)
     red_layout, _ = smem_floats(program, fm)
     off = smem_layout(program, spec, cfg)
     S, BN = cfg.stages, cfg.bn
     nacc = BN // 2
     stg_bytes = staging_bytes(cfg, nt)
     aux_wait, aux_release = _aux_consumer(spec, cfg, off)
+    vec_pre, vec_stage = _tile_vectors(program, spec, cfg, off, "m0 + 64 * wg", 64, staged)
     if spec.b_kmajor:
         b_loads = _tma_load("tmB", spec.b_batched, "sb", "k0", "n0", "fb")
         b_desc = "evt_wgmma_desc(sb + 32 * k, 16, 1024)"
@@ -271,24 +319,30 @@ def generate(program, spec, cfg):
                    + _tma_load("tmB", spec.b_batched, "sb + p * 8192", "n0 + 64 * p", "k0", "fb"))
         b_desc = "evt_wgmma_desc(sb + 2048 * k, 8192, 1024)"
     a_load = _tma_load("tmA", spec.a_batched, "sa", "k0", "m0", "fb")
-    store_fn = " ".join(_store(program, spec, o, "n0 + 128 * hh + 64 * p", "m0 + 64 * wg",
-                               f"stg_s + {o * STAGING_BYTES} + p * 8192") for o in range(nt))
+    store_fn = "\n      ".join(_store(program, spec, o, "n0 + 64 * c", "m0 + 64 * wg",
+                                     f"stg_s + ((c & 1) * {nt} + {o}) * 8192") for o in range(nt))
     body = column_group_body(program, fm, red_layout)
     if staged:
+        # 64 x 64 panels through a double buffer (the warpgroup's 16 KB of staging per output):
+        # a panel waits only for the store issued two panels ago, across tiles too
+        body = column_group_body(program, fm, red_layout, group="jj")
         epi_loop = f"""  #pragma unroll
-  for (int hh = 0; hh < {BN // 128}; ++hh) {{
-    if (tid == 0) evt_bulk_wait_read0();     // the previous TMA store has read the staging buffer
+  for (int c = 0; c < {BN // 64}; ++c) {{
+    if (tid == 0) evt_bulk_wait_read1();     // the store that last read this buffer is done
     evt_named_bar(1 + wg, 128);
+    const u32 stgb_s = stg_s + (c & 1) * {nt * 8192};
+{col_run_begin(program, 8)}
     #pragma unroll
-    for (int jj = 0; jj < 16; ++jj) {{
-      const int j = hh * 16 + jj;
+    for (int jj = 0; jj < 8; ++jj) {{
+      const int j = c * 8 + jj;
       const int n = n0 + 8 * j + 2 * q;
 {body}
     }}
+{col_run_end(program, fm, red_layout, 8, "c * 8")}
     evt_fence_async_smem();                   // st.shared -> visible to the TMA (async proxy)
     evt_named_bar(1 + wg, 128);
     if (tid == 0) {{
-      for (int p = 0; p < 2; ++p) {{ {store_fn} }}
+      {store_fn}
       evt_bulk_commit();
     }}
   }}"""
@@ -306,15 +360,16 @@ def generate(program, spec, cfg):
     // ---- consumer warpgroups: wgmma over the ring, then the fused epilogue ----
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
     const int wg = wgid - 1, w = tid >> 5, lane = tid & 31, gq = lane >> 2, q = lane & 3;
-    unsigned char* stg = smem + {off['staging']} + wg * {stg_bytes};
-    const u32 stg_s = sbase + {off['staging']} + wg * {stg_bytes};
-    float* red_smem = (float*)(smem + {off['red']}) + wg * {off['red_floats']};
+    const u32 stg_s = sbase + {off['staging']} + wg * {stg_bytes};          // this WG's output staging
+    const u32 red_s = sbase + {off['red']} + wg * {4 * off['red_floats']};   // this WG's reduction buffers
+    const u32 vs = sbase + {off['vec']} + wg * {off['vec_bytes']};          // this WG's tile vectors
     int s = 0; u32 ph = 0;
     int it = 0;                                          // index of the tile among this CTA's tiles
     for (int t = blockIdx.x; t < a.tiles; t += gridDim.x, ++it) {{
       int l, mt, nt;
       evt_tile_coords(a, t, {cfg.group_m}, l, mt, nt);
       const int m0 = mt * {BM}, n0 = nt * {BN};
+{vec_pre}
       float d[{nacc}];
       int prev = -1;
       for (int k0 = 0; k0 < a.K; k0 += {BK}) {{
@@ -335,6 +390,7 @@ def generate(program, spec, cfg):
       #pragma unroll
       for (int i = 0; i < {nacc}; ++i) asm volatile("" : "+f"(d[i]) :: "memory");   // no reads before the wait
       // ---- fused epilogue ----
+{vec_stage}
 {aux_wait}
 {declare_partials(program, fm)}
 {epi_loop}
@@ -359,10 +415,11 @@ def generate_pingpong(program, spec, cfg):
     assert cfg.bm in (64, 128) and cfg.bn in (128, 256) and cfg.bm * cfg.bn <= 128 * 256 // 2
     staged = spec.tma_out >= 0
     nt = len(tma_outputs(spec))
-    fm = _pp_fragment_map(cfg, spec)
+    fm = _pp_fragment_map(cfg, spec, program)
     red_layout, _ = smem_floats(program, fm)
     off = smem_layout(program, spec, cfg)
     aux_wait, aux_release = _aux_consumer(spec, cfg, off)
+    vec_pre, vec_stage = _tile_vectors(program, spec, cfg, off, "m0", cfg.bm, staged)
     S, BN, BMp = cfg.stages, cfg.bn, cfg.bm
     MH = BMp // 64                      # m-halves per tile (one m64nBN wgmma each per k16)
     half = BN // 2                      # fp32 accumulators per m-half per thread
@@ -380,18 +437,21 @@ def generate_pingpong(program, spec, cfg):
                                      f"stg_s + ((g & 1) * {nt} + {o}) * 8192") for o in range(nt))
     body = column_group_body(program, fm, red_layout)
     if staged:
+        body = column_group_body(program, fm, red_layout, group="jj")
         cols = f"""  #pragma unroll
   for (int c = 0; c < {BN // 64}; ++c) {{        // 64 x 64 panels, staging double-buffered
     const int g = h * {BN // 64} + c;
     if (tid == 0) evt_bulk_wait_read1();     // the store that last read this buffer is done
     evt_named_bar(1 + wg, 128);
-    unsigned char* stgb = stg + (g & 1) * {nt * 8192};
+    const u32 stgb_s = stg_s + (g & 1) * {nt * 8192};
+{col_run_begin(program, 8)}
     #pragma unroll
     for (int jj = 0; jj < 8; ++jj) {{
       const int j = c * 8 + jj;
       const int n = n0 + 8 * j + 2 * q;
 {body}
     }}
+{col_run_end(program, fm, red_layout, 8, "c * 8")}
     evt_fence_async_smem();                   // st.shared -> visible to the TMA (async proxy)
     evt_named_bar(1 + wg, 128);
     if (tid == 0) {{
@@ -423,15 +483,16 @@ def generate_pingpong(program, spec, cfg):
     // ---- consumer warpgroups: alternate whole tiles; mainloops ordered, epilogues overlapped ----
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
     const int wg = wgid - 1, w = tid >> 5, lane = tid & 31, gq = lane >> 2, q = lane & 3;
-    unsigned char* stg = smem + {off['staging']} + wg * {stg_bytes};
-    const u32 stg_s = sbase + {off['staging']} + wg * {stg_bytes};
-    float* red_smem = (float*)(smem + {off['red']}) + wg * {off['red_floats']};
+    const u32 stg_s = sbase + {off['staging']} + wg * {stg_bytes};          // this WG's output staging
+    const u32 red_s = sbase + {off['red']} + wg * {4 * off['red_floats']};   // this WG's reduction buffers
+    const u32 vs = sbase + {off['vec']} + wg * {off['vec_bytes']};          // this WG's tile vectors
     const int my_turn = 3 + wg, next_turn = 4 - wg;      // named barriers 3 (WG1 may go), 4 (WG2 may go)
     int it = wg;                                         // index of the tile among this CTA's tiles
     for (int t = blockIdx.x + wg * gridDim.x; t < a.tiles; t += 2 * gridDim.x, it += 2) {{
       int l, mt, nt;
       evt_tile_coords(a, t, {cfg.group_m}, l, mt, nt);
       const int m0 = mt * {BMp}, n0 = nt * {BN};
+{vec_pre}
       float d[{nacc}];
       if (it > 0) evt_named_bar(my_turn, 256);           // the other WG's previous mainloop is done
       u32 pos = (u32)it * (u32)KB;                       // ring position of this tile's first k-block
@@ -457,6 +518,7 @@ def generate_pingpong(program, spec, cfg):
       #pragma unroll
       for (int i = 0; i < {nacc}; ++i) asm volatile("" : "+f"(d[i]) :: "memory");   // no reads before the wait
       // ---- fused epilogue (overlaps the other WG's mainloop) ----
+{vec_stage}
 {aux_wait}
 {epi_loop}
 {aux_release}

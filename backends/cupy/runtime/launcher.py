@@ -83,12 +83,14 @@ class CompiledKernel:
         vals = [b.A.ptr, b.B.ptr, *b.a_strides, *b.b_strides]
         for t in b.inputs:
             vals += [t.array.ptr, *t.strides]
-        out_pos = []
+        out_pos, aliases = [], []
         for t in b.outputs:
             out_pos.append(len(vals))
             vals += [0, *t.strides]
-        for t, w in zip(b.reductions, ws):
+        for r, (t, w) in enumerate(zip(b.reductions, ws)):
             out_pos.append(len(vals) + 1)
+            if r in spec.direct_reds:                    # the output is the workspace
+                aliases.append((len(vals), len(vals) + 1))
             vals += [w, 0, *t.strides]
         vals += [b.L, b.M, b.N, b.K, mt, nt, tiles, mblk, nt, *b.scalars]
         for r, e, pp in zip(reds, elems, parts):
@@ -96,7 +98,7 @@ class CompiledKernel:
             vals += [float(count), pp]
         vals += [0] * (self.n_fields - len(vals))       # the trailing pad field, if any
         maps = self._maps(b) if spec.mainloop == "sm90" else None
-        return Prepared(self, vals, out_pos, tiles, maps, max(elems) if elems else 0)
+        return Prepared(self, vals, out_pos, tiles, maps, max(elems) if elems else 0, tuple(aliases))
 
     def launch(self, b):
         self.prepare(b).fire([t.array.ptr for t in b.outputs] + [t.array.ptr for t in b.reductions])
@@ -148,10 +150,11 @@ class Prepared:
     the packed EpiArgs and tensor maps in ctypes-addressable buffers with a prebuilt `void**`
     parameter array; later fires with the same pointers (a caching allocator hands them back)
     are one `cuLaunchKernel` call per kernel through ctypes. EVT_CUPY_FAST_LAUNCH=0 turns that off."""
-    __slots__ = ("k", "vals", "out_pos", "tiles", "maps", "max_elems", "_fast")
+    __slots__ = ("k", "vals", "out_pos", "tiles", "maps", "max_elems", "aliases", "_fast")
 
-    def __init__(self, k, vals, out_pos, tiles, maps, max_elems):
+    def __init__(self, k, vals, out_pos, tiles, maps, max_elems, aliases=()):
         self.k, self.vals, self.out_pos, self.tiles, self.maps, self.max_elems = k, vals, out_pos, tiles, maps, max_elems
+        self.aliases = aliases       # (destination, source) argument positions: direct reductions' ws = output
         self._fast = {}
 
     def fire(self, out_ptrs, side="cupy"):
@@ -178,6 +181,8 @@ class Prepared:
         vals = self.vals.copy()
         for pos, ptr in zip(self.out_pos, out_ptrs):
             vals[pos] = ptr
+        for dst, src in self.aliases:
+            vals[dst] = vals[src]
         args = np.frombuffer(k.layout.pack(*vals), np.uint8).copy().view(k.args_dtype)
         has_reds = bool(k.program.reductions)
         plan = []       # (CuPy RawKernel, grid, block, shared bytes, params) as launched
@@ -190,7 +195,7 @@ class Prepared:
                          (args, ta, tb, *(dmaps or [dummy_map()]), *txs)))
         else:
             plan.append((k.main, self.tiles, k.threads, k.smem, (args,)))
-        if has_reds:
+        if has_reds and len(k.spec.direct_reds) < len(k.program.reductions):
             plan.append((k.finish, k._small_grid(self.max_elems), 256, 0, (args,)))
         import cupy as cp
         cp_stream = cp.cuda.ExternalStream(stream) if stream else cp.cuda.Stream.null
