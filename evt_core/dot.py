@@ -58,3 +58,47 @@ def svg(source: str) -> str:
         raise UnsupportedError("SVG needs graphviz: install the `dot` program or `pip install graphviz`; "
                                "to_dot() gives the source without it") from None
     return graphviz.Source(source).pipe(format="svg").decode()
+
+
+def tree(t, name: str = "tree") -> str:
+    """A traced tree as one kernel: its nodes in a filled cluster (it is one fused kernel),
+    loads and the accumulator as inputs, stores labelled with their output names."""
+    from .tree.ir import postorder
+    from .tree.ops import Op
+    nodes = postorder(t.roots, into_bodies=True)
+    ids = {n: f"n{i}" for i, n in enumerate(nodes)}
+    lines = header(name)
+    outside = [n for n in nodes if n.op in (Op.LOAD, Op.SCALAR, Op.ACCUM)]
+    for n in outside:
+        label = "accum = A @ B" if n.op is Op.ACCUM else _leaf(n)
+        lines.append(f'  {ids[n]} [shape=ellipse, label="{escape(label)}\\n{list(n.shape)}"];')
+    lines += ["  subgraph cluster_kernel {", f'    label="{escape(name)} (one evt kernel)";',
+              f'    style=filled; fillcolor="{FUSED}";']
+    for n in nodes:
+        if n not in outside:
+            lines.append(f'    {ids[n]} [label="{escape(_leaf(n))}\\n{list(n.shape)}"];')
+    lines.append("  }")
+    for n in nodes:
+        for s in n.src:
+            lines.append(f"  {ids[s]} -> {ids[n]};")
+        if n.op is Op.TOPO:
+            lines.append(f"  {ids[n.arg]} -> {ids[n]} [style=dashed, label=body];")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _leaf(n) -> str:
+    from .tree.ops import Op, REDUCTIONS
+    if n.op in (Op.LOAD, Op.STORE):
+        return f"{n.op.value} {n.arg.name}"
+    if n.op is Op.SCALAR:
+        return f"scalar {n.arg}"
+    if n.op is Op.CONST:
+        return repr(n.arg)
+    if n.op is Op.ARG:
+        return f"arg{n.arg}"
+    if n.op in REDUCTIONS:
+        return f"{n.op.value} over {''.join(sorted(n.arg.over if hasattr(n.arg, 'over') else n.arg))}"
+    if n.op in (Op.TOPO, Op.SINK):
+        return n.op.value
+    return n.op.value if n.arg is None else f"{n.op.value} {n.arg}"
