@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..errors import EvtError
+from ..errors import EvtError, UnsupportedError
 from ..partition import Plan, partition, run_pipeline
 from ..partition.epilogue import Unfusible, _operand_perm, build
 from ..partition.fx_import import aten_name, from_fx
@@ -51,6 +51,7 @@ class JointPlan:
 
 def plan_graph(gm, passes: bool = True, solver: str = "bnb", time_limit: float | None = 30.0,
                kernels: str = "auto", options: dict | None = None) -> JointPlan:
+    _check_static(gm)
     g = from_fx(gm)
     if passes:
         g = run_pipeline(g)
@@ -71,6 +72,14 @@ def plan_graph(gm, passes: bool = True, solver: str = "bnb", time_limit: float |
         except (Unfusible, EvtError) as err:
             out.refused[k] = str(err).splitlines()[0]
     return out
+
+
+def _check_static(gm) -> None:
+    symbolic = [n.name for n in gm.graph.nodes if n.op == "placeholder"
+                and not hasattr(n.meta.get("val"), "shape") and n.meta.get("val") is not None]
+    if symbolic:
+        raise UnsupportedError(f"the graph has dynamic shapes (symbolic inputs {symbolic[:4]}); evt plans static "
+                               "shapes: compile with torch.compile(..., dynamic=False)")
 
 
 def _group_kernel(g, k, grp, needed, fx, kernels, options) -> GroupKernel:

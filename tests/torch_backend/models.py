@@ -19,7 +19,7 @@ def train_side_by_side(model, x, y, loss_fn, backend, steps=3, lr=0.05):
     """Train a compiled copy and the eager model in lock step. Returns per step
     (compiled loss, eager loss, max |grad difference|)."""
     eager = copy.deepcopy(model)
-    compiled = torch.compile(model, backend=backend)
+    compiled = torch.compile(model, backend=backend, dynamic=False)
     opts = [torch.optim.SGD(m.parameters(), lr=lr) for m in (model, eager)]
     history = []
     for _ in range(steps):
