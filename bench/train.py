@@ -95,6 +95,9 @@ def candidates(args, device):
     kernels = ["numpy"] if device == "cpu" else args.kernels
     for k in kernels:
         out.append((f"evt ({k})", lambda m, k=k: torch.compile(m, backend=et.backend(kernels=k), dynamic=False)))
+        if device == "cuda":
+            out.append((f"evt ({k}, CUDA graphs)", lambda m, k=k: torch.compile(
+                m, backend=et.backend(kernels=k, cudagraphs=True), dynamic=False)))
     return out
 
 

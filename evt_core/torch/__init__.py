@@ -21,7 +21,8 @@ def backend(kernels: str = "auto", **options):
     always run the NumPy backend), "cupy", "numba_cuda" or "numpy". Options: passes (run the
     EVT graph passes, default True), solver ("bnb" | "greedy" | "milp"), time_limit (solver
     seconds per graph, default 30), strict (raise instead of running a graph unfused when
-    planning fails), and any compile option of the kernel backend."""
+    planning fails), cudagraphs (run forward and backward under torch's CUDA graph trees;
+    graphs with CPU tensors run without), and any compile option of the kernel backend."""
     from .compiler import EvtBackend
     return EvtBackend(kernels=kernels, **options)
 

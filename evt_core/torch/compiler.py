@@ -23,25 +23,29 @@ class EvtBackend:
     """A torch.compile backend (see `evt_core.torch.backend`)."""
 
     def __init__(self, kernels: str = "auto", passes: bool = True, solver: str = "bnb",
-                 time_limit: float | None = 30.0, strict: bool = False, **kernel_options):
+                 time_limit: float | None = 30.0, strict: bool = False, cudagraphs: bool = False,
+                 **kernel_options):
         self.kernels, self.passes, self.solver = kernels, passes, solver
         self.time_limit, self.strict, self.kernel_options = time_limit, strict, kernel_options
+        self.cudagraphs = cudagraphs
 
     def __call__(self, gm, example_inputs):
         from torch._dynamo.backends.common import aot_autograd
-        c = _Compilation(self)
+        c = _Compilation(self, len(example_inputs))
         return aot_autograd(fw_compiler=c.forward, bw_compiler=c.backward, inference_compiler=c.inference,
                             partition_fn=c.partition)(gm, example_inputs)
 
     def __repr__(self) -> str:
-        return f"evt_core.torch.backend(kernels={self.kernels!r}, passes={self.passes})"
+        return f"evt_core.torch.backend(kernels={self.kernels!r}, passes={self.passes}, cudagraphs={self.cudagraphs})"
 
 
 class _Compilation:
     """The state of one compiled graph: its plan and its report."""
 
-    def __init__(self, be: EvtBackend):
+    def __init__(self, be: EvtBackend, n_inputs: int):
+        from .cudagraphs import CudaGraphs
         self.be, self.joint = be, None
+        self.graphs = CudaGraphs(n_inputs) if be.cudagraphs else None
         with _LOCK:
             self.report = Report(f"graph {len(_REPORTS)}")
             _REPORTS.append(self.report)
@@ -61,7 +65,7 @@ class _Compilation:
         self.report.plan = self.joint.plan
         self.report.refused.update(self.joint.refused)
 
-    def _place(self, gm, half):
+    def _place(self, gm, half, example_inputs):
         from torch._functorch.aot_autograd import make_boxed_func
         from .rewrite import rewrite
         self.report.pending.discard(half)
@@ -70,7 +74,11 @@ class _Compilation:
             self.report.fused = sorted(set(self.report.fused) | set(placed))
             for k, why in refused.items():
                 self.report.refused.setdefault(k, why)
-        return make_boxed_func(gm)
+        if self.graphs is None:
+            return make_boxed_func(gm)
+        if half == "backward":
+            return self.graphs.backward(gm, example_inputs)
+        return self.graphs.forward(gm, example_inputs, is_inference=half == "inference")
 
     def partition(self, joint, joint_inputs, **kw):
         from torch._functorch.partitioners import default_partition
@@ -78,14 +86,14 @@ class _Compilation:
         return default_partition(joint, joint_inputs, **kw)
 
     def forward(self, gm, example_inputs):
-        return self._place(gm, "forward")
+        return self._place(gm, "forward", example_inputs)
 
     def backward(self, gm, example_inputs):
-        return self._place(gm, "backward")
+        return self._place(gm, "backward", example_inputs)
 
     def inference(self, gm, example_inputs):
         self._plan(gm, ("inference",))
-        return self._place(gm, "inference")
+        return self._place(gm, "inference", example_inputs)
 
 
 def reports() -> list[Report]:

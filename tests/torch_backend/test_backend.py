@@ -109,3 +109,11 @@ def test_entry_point_names_the_default_backend():
     target = pyproject["project"]["entry-points"]["torch_dynamo_backends"]["evt"]
     module, name = target.split(":")
     assert getattr(import_module(module), name) is et.dynamo_backend
+
+
+def test_cudagraphs_option_falls_back_on_cpu(kernel_calls):
+    """CPU graphs cannot be captured: torch's skip rules leave them as plain graphs."""
+    x = torch.randn(6, 16)
+    be = et.backend(cudagraphs=True, strict=True)
+    _assert_tight(train_side_by_side(mlp(), x, None, lambda y, _: y.square().mean(), be, steps=2))
+    assert kernel_calls
