@@ -11,6 +11,7 @@ without a GPU). Outputs are fresh tensors on A's device; inputs are never writte
 from __future__ import annotations
 
 import threading
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -151,23 +152,26 @@ def _run(key, A, B, inputs, scalars):
             results.append(t)
         return results
     kernel = e.kernel(A.device.type)
-    with torch.cuda.device(A.device), _caller_stream(kernel.backend, torch):
+    with _caller_stream(kernel.backend, A.device, torch):
         out = kernel(A, B, **tensors, **scal)
     return [out[name] for name in program.result_names]
 
 
-def _caller_stream(backend, torch):
-    """Make the backend launch on torch's current stream (CuPy reads its own current stream;
-    the Numba backend reads evt's stream hook)."""
-    from contextlib import nullcontext
-    ptr = torch.cuda.current_stream().cuda_stream
-    if backend == "cupy":
-        import cupy
-        return cupy.cuda.ExternalStream(ptr)
-    if backend == "numba_cuda":
-        from evt_backends.numba_cuda import driver
-        return driver.on_stream(ptr)
-    return nullcontext()
+@contextmanager
+def _caller_stream(backend, device, torch):
+    """Make the backend launch on torch's current stream of `device` (CuPy reads its own
+    current device and stream; the Numba backend reads evt's stream hook)."""
+    ptr = torch.cuda.current_stream(device).cuda_stream
+    with ExitStack() as stack:
+        stack.enter_context(torch.cuda.device(device))
+        if backend == "cupy":
+            import cupy
+            stack.enter_context(cupy.cuda.Device(device.index if device.index is not None else 0))
+            stack.enter_context(cupy.cuda.ExternalStream(ptr))
+        elif backend == "numba_cuda":
+            from evt_backends.numba_cuda import driver
+            stack.enter_context(driver.on_stream(ptr))
+        yield
 
 
 def _to_numpy(t):
