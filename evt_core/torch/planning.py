@@ -59,8 +59,8 @@ def plan_graph(gm, passes: bool = True, solver: str = "bnb", time_limit: float |
     out = JointPlan(g, plan)
     where = {n: k for k, grp in enumerate(plan.groups) for n in grp}
     needed = {u for n, k in where.items() for u in g.nodes[n].inputs if where.get(u, k) != k} | set(g.outputs)
-    fx = {n.name: n for n in gm.graph.nodes}
-    for f in fx.values():
+    trust = trusted_values(g, gm)
+    for f in gm.graph.nodes:
         if f.op == "call_function" and aten_name(f.target) in _LAYOUT and hasattr(f.meta.get("val"), "shape"):
             rank = len(f.meta["val"].shape)
             out.layouts.setdefault(_source(f.args[0]), []).append((f.name, _fx_perm(f, rank)))
@@ -68,7 +68,7 @@ def plan_graph(gm, passes: bool = True, solver: str = "bnb", time_limit: float |
         if not any(g.nodes[n].op in GEMMS for n in grp):
             continue
         try:
-            out.kernels[k] = _group_kernel(g, k, grp, needed, fx, kernels, options or {})
+            out.kernels[k] = _group_kernel(g, k, grp, needed, trust, kernels, options or {})
         except (Unfusible, EvtError) as err:
             out.refused[k] = str(err).splitlines()[0]
     return out
@@ -82,14 +82,15 @@ def _check_static(gm) -> None:
                                "shapes: compile with torch.compile(..., dynamic=False)")
 
 
-def _group_kernel(g, k, grp, needed, fx, kernels, options) -> GroupKernel:
+def _group_kernel(g, k, grp, needed, trust, kernels, options) -> GroupKernel:
     import evt_core
     gg = build(g, grp, needed)
     ns = {"ops": evt_core.ops}
     exec(compile(gg.source, f"<epilogue of {gg.anchor.name}>", "exec"), ns)   # noqa: S102 - generated
     tree = evt_core.trace(ns["epilogue"], gg.examples)
     for name in (gg.a[0], gg.b[0], *gg.inputs.values(), *gg.outputs.values()):
-        _check_boundary(g, name, fx)
+        if trust.get(name, "?"):
+            raise Unfusible(trust.get(name) or f"{name} is not a value of the fx graph (the graph passes made it)")
     key = evt_ops.register(tree, kernels, **options)
     program = tree.program
     index = {r: i for i, r in enumerate(program.result_names)}
@@ -98,28 +99,79 @@ def _group_kernel(g, k, grp, needed, fx, kernels, options) -> GroupKernel:
     return GroupKernel(k, key, gg.a, gg.b, inputs, outputs, gg.anchor.name)
 
 
-def _check_boundary(g, name, fx) -> None:
-    """The IR value `name` is the fx node `name`'s value (see the module docstring)."""
-    node, f = g.nodes[name], fx.get(name)
-    if f is None:
-        raise Unfusible(f"{name} is not a value of the fx graph (the graph passes made it)")
+def trusted_values(g, gm) -> dict[str, str]:
+    """{fx value name: "" if the IR value of that name is the same computation, else why not}.
+    Same computation = same op (modulo the importer's aliases), same types, and the same
+    tensor operands, each trusted in turn; chains of t/transpose/permute compare as (source,
+    composed permutation), since permutation folding respells and cancels them. Trust is
+    transitive on purpose: a pass may keep a name and change its value (loss elimination
+    does, with the loss), so a value the passes rewrote anywhere upstream is not trusted."""
+    why: dict[str, str] = {}
+    for f in gm.graph.nodes:
+        if f.op == "output" or (f.op == "call_function" and aten_name(f.target) in _IDENTITY):
+            continue          # the importer drops identities; their users read the source
+        reason = _local_reason(g, f)
+        if not reason:        # an untrusted operand: keep the root cause, which names its node
+            bad = next((src for src, _ in sorted(_fx_operands(f), key=str) if why.get(src, "?")), None)
+            reason = "" if bad is None else why.get(bad) or f"{bad} is not a value of the fx graph"
+        why[f.name] = reason
+    return why
+
+
+def _local_reason(g, f) -> str:
+    node = g.nodes.get(f.name)
+    if node is None:
+        return f"{f.name} is not a value of the partitioned graph (the graph passes removed it)"
     val = f.meta.get("val")
-    if val is None or tuple(val.shape) != node.shape or str(val.dtype).replace("torch.", "") != node.dtype:
-        raise Unfusible(f"{name} has another type in the fx graph than in the partitioned graph")
-    if f.op == "placeholder":
-        if node.kind is not Kind.INPUT:
-            raise Unfusible(f"{name} is an input of the fx graph but {node.op} after the graph passes")
-        return
+    vals = list(val) if isinstance(val, (list, tuple)) else [val]
+    if len(vals) != len(node.types) or any(
+            v is not None and (not hasattr(v, "shape") or (tuple(v.shape), str(v.dtype).replace("torch.", ""))
+                               != (t.shape, t.dtype)) for v, t in zip(vals, node.types)):
+        return f"{f.name} has another type in the fx graph than in the partitioned graph"
+    if f.op in ("placeholder", "get_attr"):
+        return "" if node.kind is Kind.INPUT else f"{f.name} is an fx input but {node.op} after the graph passes"
     op = aten_name(f.target)
-    if op in _LAYOUT and node.op in _LAYOUT:   # permutation folding respells t/transpose as permute
-        if _fx_perm(f, len(node.shape)) != _operand_perm(node, len(node.shape)):
-            raise Unfusible(f"{name} permutes differently in the fx graph than after the graph passes")
-    elif ALIASES.get(op, op) != ALIASES.get(node.op, node.op):
-        raise Unfusible(f"{name} is {op} in the fx graph but {node.op} after the graph passes")
-    fx_in = {_source(a) for a in _tensor_args(f)}
-    ir_in = {i for i in node.inputs if g.nodes[i].kind is not Kind.CONST}
-    if fx_in != ir_in:
-        raise Unfusible(f"{name} reads {sorted(fx_in)} in the fx graph but {sorted(ir_in)} after the graph passes")
+    if op in _LAYOUT or node.op in _LAYOUT:
+        if _fx_canon(f) != _ir_canon(g, f.name):
+            return f"{f.name} permutes {_fx_canon(f)[0]} differently in the fx graph than after the graph passes"
+        return ""
+    if ALIASES.get(op, op) != ALIASES.get(node.op, node.op):
+        return f"{f.name} is {op} in the fx graph but {node.op} after the graph passes"
+    ir_in = {_ir_canon(g, i) for i in node.inputs if g.nodes[i].kind is not Kind.CONST}
+    if _fx_operands(f) != ir_in:
+        return f"{f.name} reads {sorted(_fx_operands(f), key=str)} in the fx graph but {sorted(ir_in, key=str)} " \
+               "after the graph passes"
+    return ""
+
+
+def _fx_operands(f) -> set:
+    return {_fx_canon(a) for a in _fx_args(f)}
+
+
+def _fx_canon(a) -> tuple:
+    """(source name, permutation or None) of an fx value, through identities and layouts."""
+    perm = None
+    while a.op == "call_function" and aten_name(a.target) in _IDENTITY | _LAYOUT:
+        if aten_name(a.target) in _LAYOUT and hasattr(a.meta.get("val"), "shape"):
+            perm = _compose(_fx_perm(a, len(a.meta["val"].shape)), perm)
+        a = a.args[0]
+    return a.name, perm
+
+
+def _ir_canon(g, name) -> tuple:
+    perm, node = None, g.nodes[name]
+    while node.op in _LAYOUT:
+        if len(node.shape) >= 2:
+            perm = _compose(_operand_perm(node, len(node.shape)), perm)
+        node = g.nodes[node.inputs[0]]
+    return node.name, perm
+
+
+def _compose(inner, outer):
+    """permute(permute(x, inner), outer) = permute(x, p) with p[i] = inner[outer[i]]; None
+    stands for the identity."""
+    p = inner if outer is None else tuple(inner[i] for i in outer)
+    return None if p == tuple(range(len(p))) else p
 
 
 def _fx_perm(f, rank) -> tuple[int, ...]:
@@ -132,13 +184,14 @@ def _fx_perm(f, rank) -> tuple[int, ...]:
     return tuple(dims)
 
 
-def _tensor_args(f):
+def _fx_args(f):
+    """The fx nodes among f's arguments (tensors, and tuples read through getitem)."""
     stack = list(f.args) + list(f.kwargs.values())
     while stack:
         a = stack.pop()
         if isinstance(a, (list, tuple)):
             stack.extend(a)
-        elif hasattr(a, "op") and hasattr(a, "meta") and hasattr(a.meta.get("val"), "shape"):
+        elif hasattr(a, "op") and hasattr(a, "meta") and not isinstance(a.meta.get("val"), (int, float)):
             yield a
 
 

@@ -31,6 +31,10 @@ def rewrite(gm, joint, kernels: str = "auto") -> tuple[list[int], dict[int, str]
         if missing:
             refused[k] = f"{missing[0]} is not computed in the same half (forward/backward) as {gk.anchor}"
             continue
+        if _reads_its_own_result([nodes[a[0]], nodes[b[0]], *(nodes[n] for n in gk.inputs)],
+                                 {nodes[n] for _, n, _ in gk.outputs}):
+            refused[k] = f"in the fx graph, a value the group of {gk.anchor} reads depends on its results"
+            continue
         try:
             evt_ops.entry(gk.key).kernel(_device_type(anchor))   # compile now, not mid-step
         except EvtError as err:
@@ -43,6 +47,21 @@ def rewrite(gm, joint, kernels: str = "auto") -> tuple[list[int], dict[int, str]
         gm.graph.eliminate_dead_code()
         gm.recompile()
     return placed, refused
+
+
+def _reads_its_own_result(reads, results) -> bool:
+    """A kernel reading an fx value computed from one of its own results would be a cycle.
+    The IR plan is acyclic and trusted values have the same ancestry in both graphs, so this
+    is a guard that keeps a rewrite from ever leaving a broken graph."""
+    seen, stack = set(), list(reads)
+    while stack:
+        n = stack.pop()
+        if n in results:
+            return True
+        if n not in seen:
+            seen.add(n)
+            stack.extend(n.all_input_nodes)
+    return False
 
 
 def _device_type(node) -> str:
