@@ -70,7 +70,7 @@ class _Compilation:
         from .rewrite import rewrite
         self.report.pending.discard(half)
         if self.joint is not None:
-            placed, refused = rewrite(gm, self.joint, self.be.kernels)
+            placed, refused = rewrite(gm, self.joint)
             self.report.fused = sorted(set(self.report.fused) | set(placed))
             for k, why in refused.items():
                 self.report.refused.setdefault(k, why)

@@ -14,7 +14,7 @@ from ..errors import EvtError
 from . import ops as evt_ops
 
 
-def rewrite(gm, joint, kernels: str = "auto") -> tuple[list[int], dict[int, str]]:
+def rewrite(gm, joint) -> tuple[list[int], dict[int, str]]:
     """Rewrite `gm` in place. Returns (indices of the groups placed here, {index: reason} for
     groups whose anchor is here but that cannot run fused)."""
     import torch

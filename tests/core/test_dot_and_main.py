@@ -33,3 +33,12 @@ def test_python_m_evt_core_lists_backends():
     for name in evt_core.backends():
         assert any(line.strip().startswith(name) for line in lines)
     assert "torch integration" in out.stdout
+
+
+def test_evt_core_imports_without_torch():
+    code = ("import sys; sys.modules['torch'] = None\n"       # makes `import torch` fail
+            "import evt_core, evt_core.torch, evt_core.partition\n"
+            "from evt_core.__main__ import main; main()\n"
+            "assert 'torch' not in [m for m in sys.modules if sys.modules[m] is not None]\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
