@@ -50,6 +50,8 @@ def parse_args(argv=None):
     p.add_argument("--setup-timeout", type=float, default=900.0, help="seconds per candidate compile + check")
     p.add_argument("--budget", type=float, default=3600.0, help="seconds for the whole run")
     p.add_argument("--out", default="bench/RESULTS-train.md")
+    p.add_argument("--combine", nargs="+", metavar="JSON", default=None,
+                   help="write --out from the .json files of earlier (e.g. per-workload) runs; runs nothing")
     a = p.parse_args(argv)
     a.workloads = [w for w in a.workloads.split(",") if w]
     bad = [w for w in a.workloads if w not in WORKLOADS]
@@ -264,8 +266,27 @@ def markdown(args, rows, meta) -> str:
     return "\n".join(lines) + "\n"
 
 
+def combine(args) -> int:
+    """One table from several runs (each under its own time limit), in the order given."""
+    runs = [json.loads(Path(f).read_text()) for f in args.combine]
+    meta = dict(runs[0]["meta"])
+    meta["command"] = "`; `".join(r["meta"]["command"] for r in runs)
+    meta["date"] = ", ".join(dict.fromkeys(r["meta"]["date"] for r in runs))
+    meta["device"] = ", ".join(dict.fromkeys(r["meta"]["device"] for r in runs))
+    args.rounds = max(r["meta"].get("rounds", args.rounds) for r in runs)
+    args.smoke = any(r["meta"].get("smoke") for r in runs)
+    rows = [row for r in runs for row in r["rows"]]
+    out = Path(args.out)
+    out.write_text(markdown(args, rows, meta))
+    out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1, default=str))
+    print(out.read_text())
+    return 0
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.combine:
+        return combine(args)
     import torch
     start = time.perf_counter()
     deadline = start + args.budget
@@ -278,7 +299,8 @@ def main(argv=None) -> int:
             "device": torch.cuda.get_device_name() if device == "cuda" else f"CPU ({platform.processor() or platform.machine()})",
             "device_kind": device, "timer": timer,
             "command": " ".join(["python3", "bench/train.py", *(argv if argv is not None else sys.argv[1:])]),
-            "versions": f"torch {torch.__version__}, Python {platform.python_version()}"}
+            "versions": f"torch {torch.__version__}, Python {platform.python_version()}",
+            "rounds": args.rounds, "smoke": args.smoke}
     cands = candidates(args, device)
     rows = []
     out = Path(args.out)

@@ -32,3 +32,14 @@ def test_a_failing_candidate_is_a_row(tmp_path, monkeypatch):
     rows = json.loads(out.with_suffix(".json").read_text())["rows"]
     assert [r["status"] for r in rows] == ["ok", "failed: RuntimeError: no such compiler"]
     assert "## Failures" in out.read_text()
+
+
+def test_runs_combine_into_one_table(tmp_path):
+    from bench.train import main
+    for w in ("mlp", "xmlcnn"):
+        main(["--smoke", "--workloads", w, "--rounds", "1", "--rep-ms", "5", "--out", str(tmp_path / f"{w}.md")])
+    out = tmp_path / "all.md"
+    assert main(["--combine", str(tmp_path / "mlp.json"), str(tmp_path / "xmlcnn.json"), "--out", str(out)]) == 0
+    rows = json.loads(out.with_suffix(".json").read_text())["rows"]
+    assert [r["workload"] for r in rows] == ["mlp", "mlp", "xmlcnn", "xmlcnn"]
+    assert "--workloads mlp" in out.read_text() and "--workloads xmlcnn" in out.read_text()
