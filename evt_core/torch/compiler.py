@@ -9,6 +9,7 @@ compilers put each fused group into the half that computes it (`rewrite.py`). Gr
 a backward (inference) are planned in the inference compiler instead."""
 from __future__ import annotations
 
+import copy
 import threading
 import warnings
 
@@ -56,11 +57,8 @@ class _Compilation:
         try:
             self.joint = plan_graph(gm, self.be.passes, self.be.solver, self.be.time_limit,
                                     self.be.kernels, self.be.kernel_options)
-        except EvtError as err:
-            if self.be.strict:
-                raise
-            self.report.error = f"{type(err).__name__}: {err}"
-            warnings.warn(f"evt: {self.report.name} runs unfused: {self.report.error}", stacklevel=2)
+        except Exception as err:  # noqa: BLE001 - training goes on unfused unless strict
+            self._give_up(err)
             return
         self.report.plan = self.joint.plan
         self.report.refused.update(self.joint.refused)
@@ -70,7 +68,12 @@ class _Compilation:
         from .rewrite import rewrite
         self.report.pending.discard(half)
         if self.joint is not None:
-            placed, refused = rewrite(gm, self.joint)
+            original = copy.deepcopy(gm)
+            try:
+                placed, refused = rewrite(gm, self.joint)
+            except Exception as err:  # noqa: BLE001 - as in _plan
+                self._give_up(err)
+                gm, placed, refused = original, [], {}
             self.report.fused = sorted(set(self.report.fused) | set(placed))
             for k, why in refused.items():
                 self.report.refused.setdefault(k, why)
@@ -79,6 +82,16 @@ class _Compilation:
         if half == "backward":
             return self.graphs.backward(gm, example_inputs)
         return self.graphs.forward(gm, example_inputs, is_inference=half == "inference")
+
+    def _give_up(self, err) -> None:
+        """Planning or rewriting failed: raise if strict, else warn and run torch's graph.
+        EvtErrors are expected refusals; anything else is a bug worth reporting."""
+        if self.be.strict:
+            raise err
+        self.report.error = f"{type(err).__name__}: {err}"
+        self.joint = None
+        kind = "" if isinstance(err, EvtError) else " (a bug in evt: please report it)"
+        warnings.warn(f"evt: {self.report.name} runs unfused{kind}: {self.report.error}", stacklevel=3)
 
     def partition(self, joint, joint_inputs, **kw):
         from torch._functorch.partitioners import default_partition

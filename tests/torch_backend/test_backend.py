@@ -117,3 +117,17 @@ def test_cudagraphs_option_falls_back_on_cpu(kernel_calls):
     be = et.backend(cudagraphs=True, strict=True)
     _assert_tight(train_side_by_side(mlp(), x, None, lambda y, _: y.square().mean(), be, steps=2))
     assert kernel_calls
+
+
+def test_a_failing_rewrite_runs_torchs_graph(monkeypatch):
+    import evt_core.torch.rewrite as rw
+
+    def broken(graph):
+        raise RuntimeError("sort exploded")
+    monkeypatch.setattr(rw, "_topo_sort", broken)
+    model, x = mlp(), torch.randn(4, 16)
+    with pytest.warns(UserWarning, match="a bug in evt.*sort exploded"):
+        out = torch.compile(model, backend="evt")(x)
+    torch.testing.assert_close(out, model(x))
+    (rep,) = et.reports()
+    assert not rep.fused and "sort exploded" in rep.error
