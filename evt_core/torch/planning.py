@@ -124,9 +124,11 @@ def _local_reason(g, f) -> str:
         return f"{f.name} is not a value of the partitioned graph (the graph passes removed it)"
     val = f.meta.get("val")
     vals = list(val) if isinstance(val, (list, tuple)) else [val]
+    # Only tensor results are compared: the importer types the others (e.g. the seeds and
+    # sizes flash attention returns) as placeholders nobody reads.
     if len(vals) != len(node.types) or any(
-            v is not None and (not hasattr(v, "shape") or (tuple(v.shape), str(v.dtype).replace("torch.", ""))
-                               != (t.shape, t.dtype)) for v, t in zip(vals, node.types)):
+            hasattr(v, "shape") and (tuple(v.shape), str(v.dtype).replace("torch.", "")) != (t.shape, t.dtype)
+            for v, t in zip(vals, node.types)):
         return f"{f.name} has another type in the fx graph than in the partitioned graph"
     if f.op in ("placeholder", "get_attr"):
         return "" if node.kind is Kind.INPUT else f"{f.name} is an fx input but {node.op} after the graph passes"

@@ -131,3 +131,10 @@ def test_a_failing_rewrite_runs_torchs_graph(monkeypatch):
     torch.testing.assert_close(out, model(x))
     (rep,) = et.reports()
     assert not rep.fused and "sort exploded" in rep.error
+
+
+def test_cpu_tensors_run_numpy_whatever_the_gpu_choice(kernel_calls):
+    model, x = mlp(), torch.randn(4, 16)
+    out = torch.compile(model, backend=et.backend(kernels="cupy", strict=True))(x)
+    torch.testing.assert_close(out, model(x), rtol=1e-5, atol=1e-6)
+    assert kernel_calls and all(set(evt_ops.entry(k).compiled) == {"numpy"} for k in kernel_calls)
