@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import copy
 import datetime
+import gc
 import json
 import os
 import platform
@@ -103,14 +104,23 @@ def candidates(args, device):
     return out
 
 
-def grads_of(model, net, inputs, loss_fn, cudagraphs):
+def step(model, net, inputs, loss_fn, cudagraphs):
+    """What is timed: zero_grad, forward, loss, backward."""
     import torch
     model.zero_grad(set_to_none=True)
     if cudagraphs:
         torch.compiler.cudagraph_mark_step_begin()
     loss = loss_fn(net(inputs[0]), *inputs)
     loss.backward()
-    return loss.detach().float().clone(), [p.grad.detach().float().clone() for p in model.parameters()]
+    return loss
+
+
+def grads_of(model, net, inputs, loss_fn, cudagraphs):
+    """One step, then (loss, gradients) as fp32 copies for the check."""
+    import torch
+    loss = step(model, net, inputs, loss_fn, cudagraphs)
+    return loss.detach().float().clone(), [(p.grad if p.grad is not None else torch.zeros_like(p)).detach().float()
+                                           .clone() for p in model.parameters()]
 
 
 def rel_err(got, ref):
@@ -193,7 +203,7 @@ def run_case(args, wl, dtype_name, device, cands, bench, deadline):
                               "gemm_groups": sum(len(r.fused) + len(r.unfused) for r in reps),
                               "bytes_saved": sum(r.bytes_saved for r in reps),
                               "unfused": [f"{r.name} #{k}: {v}" for r in reps for k, v in r.unfused.items()][:6]}
-            live.append((row, partial(grads_of, model, net, low, loss_fn, cudagraphs)))
+            live.append((row, partial(step, model, net, low, loss_fn, cudagraphs)))
         except Exception as e:  # noqa: BLE001 - one candidate's failure is a row, not a crash
             row["status"] = f"failed: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
             row["trace"] = traceback.format_exc(limit=-4)
@@ -290,6 +300,11 @@ def main(argv=None) -> int:
     import torch
     start = time.perf_counter()
     deadline = start + args.budget
+    # Every candidate compiles a fresh copy of the same module classes: each is one more
+    # cache entry of the same code objects, and past the default limit (8) dynamo would
+    # silently run the rest eagerly.
+    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 256)
+    torch._dynamo.config.accumulated_cache_size_limit = max(torch._dynamo.config.accumulated_cache_size_limit, 4096)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cpu" and not args.smoke:
         print("no CUDA GPU: running the smoke sizes (pass --smoke to say so)", file=sys.stderr)
@@ -315,6 +330,8 @@ def main(argv=None) -> int:
                 rows.append({"workload": key, "dtype": dt, "candidate": "(setup)", "ms": None,
                              "status": f"failed: {type(e).__name__}: {str(e)[:200]}",
                              "trace": traceback.format_exc(limit=-4)})
+            torch._dynamo.reset()           # drop this case's compiled code and CUDA graph pools
+            gc.collect()
             if device == "cuda":
                 torch.cuda.empty_cache()
             out.write_text(markdown(args, rows, meta))          # a run cut short still leaves a table
