@@ -33,10 +33,13 @@ class Entry:
     kernels: str = "auto"
     options: dict = field(default_factory=dict)
     compiled: dict = field(default_factory=dict)
+    chosen: dict = field(default_factory=dict)      # device type -> backend name
 
     def kernel(self, device_type: str):
         import evt_core
-        name = "numpy" if device_type == "cpu" else _gpu_backend(self.kernels)
+        name = self.chosen.get(device_type)
+        if name is None:   # resolved once: availability checks are far too slow per call
+            name = self.chosen[device_type] = "numpy" if device_type == "cpu" else _gpu_backend(self.kernels)
         if name not in self.compiled:
             opts = {} if name == "numpy" else self.options
             self.compiled[name] = evt_core.compile(self.tree, backend=name, **opts)
@@ -141,8 +144,8 @@ def _run(key, A, B, inputs, scalars):
     e = entry(key)
     program = e.tree.program
     tensors, scal = _call_args(program, list(inputs), list(scalars))
-    specs = output_specs(program, A.shape, B.shape)
     if A.device.type == "cpu":
+        specs = output_specs(program, A.shape, B.shape)
         kernel = e.kernel("cpu")
         out = kernel(_to_numpy(A), _to_numpy(B), **{k: _to_numpy(v) for k, v in tensors.items()}, **scal)
         results = []
