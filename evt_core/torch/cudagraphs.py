@@ -27,7 +27,6 @@ class CudaGraphs:
         return self._capture(gm, inputs, fixed, is_backward=False, is_inference=is_inference)
 
     def backward(self, gm, inputs):
-        import torch
         from torch._dynamo.backends.cudagraphs import check_for_skip
         from torch._functorch.aot_autograd import make_boxed_func
         from torch._inductor.utils import count_tangents
@@ -36,7 +35,8 @@ class CudaGraphs:
         fixed = count_tangents(gm)
         if check_for_skip(gm, fixed):
             # The forward ran in the graph tree: the backward must tell its manager it runs.
-            manager = torch._inductor.cudagraph_trees.get_manager(self.device or 0, create_if_none_exists=False)
+            from torch._inductor.cudagraph_trees import get_manager
+            manager = get_manager(self.device or 0, create_if_none_exists=False)
             boxed = make_boxed_func(gm)
 
             def run(args):
