@@ -20,7 +20,8 @@ def header(name: str) -> list[str]:
             '  node [shape=box, fontname="Helvetica", fontsize=10];', '  edge [fontsize=8];']
 
 
-def partition(name: str, plan, fused: set, unfused: dict) -> str:
+def partition(name: str, plan, fused: dict, unfused: dict) -> str:
+    """fused: {group index: where it runs (e.g. "backward")}; unfused: {group index: reason}."""
     from .partition.optable import Kind
     g = plan.graph
     where = {n: k for k, grp in enumerate(plan.groups) for n in grp}
@@ -31,7 +32,7 @@ def partition(name: str, plan, fused: set, unfused: dict) -> str:
             lines.append(f'  "{escape(n)}" [shape={shape}, label="{escape(n)}\\n{list(node.shape)}"];')
     for k, grp in enumerate(plan.groups):
         color = FUSED if k in fused else UNFUSED if k in unfused else PLAIN
-        tag = "evt kernel" if k in fused else f"torch: {unfused[k]}" if k in unfused else "torch"
+        tag = f"evt kernel, {fused[k]}" if k in fused else f"torch: {unfused[k]}" if k in unfused else "torch"
         lines += [f"  subgraph cluster_{k} {{", f'    label="group {k} ({escape(tag[:60])})";',
                   f'    style=filled; fillcolor="{color}";']
         for n in grp:

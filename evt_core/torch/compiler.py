@@ -75,6 +75,7 @@ class _Compilation:
                 self._give_up(err)
                 gm, placed, refused = original, [], {}
             self.report.fused = sorted(set(self.report.fused) | set(placed))
+            self.report.placed.update({k: half for k in placed})
             for k, why in refused.items():
                 self.report.refused.setdefault(k, why)
         if self.graphs is None:

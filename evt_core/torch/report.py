@@ -12,11 +12,13 @@ from .. import dot
 class Report:
     """`plan`: the `Plan` of the joint graph (None if planning failed: see `error`). `fused`:
     indices of the groups that run as evt kernels. `unfused`: {group index: reason} for the
-    GEMM groups that run as torch ops instead (as in `RunResult`). `bytes_saved`: bytes on
+    GEMM groups that run as torch ops instead (as in `RunResult`). `placed`: {fused group:
+    the compiled graph it runs in, "forward", "backward" or "inference"}. `bytes_saved`: bytes on
     edges the plan keeps inside groups, against running every node as its own kernel."""
     name: str
     plan: object = None
     fused: list = field(default_factory=list)
+    placed: dict = field(default_factory=dict)      # fused group -> "forward" | "backward" | "inference"
     refused: dict = field(default_factory=dict)     # reasons found so far, per group
     pending: set = field(default_factory=set)       # halves (forward/backward) not compiled yet
     error: str | None = None
@@ -46,7 +48,7 @@ class Report:
         labelled with their bytes."""
         if self.plan is None:
             return f'digraph "{self.name}" {{ label="{dot.escape(self.error or "no plan")}" }}\n'
-        return dot.partition(self.name, self.plan, set(self.fused), self.unfused)
+        return dot.partition(self.name, self.plan, self.placed, self.unfused)
 
     def to_svg(self) -> str:
         return dot.svg(self.to_dot())

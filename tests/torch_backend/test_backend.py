@@ -67,7 +67,8 @@ def test_report_fields_and_drawing():
     assert all(isinstance(k, int) and isinstance(v, str) for k, v in rep.unfused.items())
     dot = rep.to_dot()
     assert dot.startswith("digraph") and dot.count("subgraph cluster_") == len(rep.plan.groups)
-    assert "evt kernel" in dot
+    assert "evt kernel, forward" in dot and "evt kernel, backward" in dot
+    assert set(rep.placed) == set(rep.fused) and set(rep.placed.values()) == {"forward", "backward"}
     if shutil.which("dot"):
         assert "<svg" in rep.to_svg()
     elif importlib.util.find_spec("graphviz") is None:
