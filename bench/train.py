@@ -19,7 +19,6 @@ import copy
 import datetime
 import gc
 import json
-import os
 import platform
 import signal
 import statistics
