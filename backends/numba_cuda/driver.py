@@ -5,6 +5,7 @@ take only scalars, so a launch here is one cuLaunchKernel with a prebuilt array 
 slots. Modules are loaded from the cubins `build.py` produced (cached on disk), so a warm process
 never imports numba at all for numpy/CuPy/torch inputs.
 """
+import contextlib
 import ctypes
 
 from ..gpu import cuda
@@ -53,7 +54,8 @@ class Function:
         self._launch = cu.cuLaunchKernel
         self.dynamic_shared = dynamic_shared
 
-    def launch(self, grid, block, values, stream=0):
+    def launch(self, grid, block, values, stream=None):
+        stream = current_stream() if stream is None else stream
         for slot, v in zip(self._slots, values):
             slot.value = v
         code = self._launch(self._fn, grid[0], grid[1], grid[2], block[0], block[1], block[2],
@@ -62,12 +64,35 @@ class Function:
             raise DriverError("cuLaunchKernel", code)
 
 
-def memset32(ptr, word, count, stream=0):
+_STREAM = threading.local()
+
+
+def current_stream() -> int:
+    """The CUstream launches and memsets go to: 0 (the legacy default stream) unless a caller
+    (the torch custom op) set its own with `on_stream`."""
+    return getattr(_STREAM, "ptr", 0)
+
+
+@contextlib.contextmanager
+def on_stream(ptr):
+    """Launch on CUstream `ptr` inside the block (e.g. torch's current stream, so kernels order
+    with the caller's work and can be captured in a CUDA graph)."""
+    old = current_stream()
+    _STREAM.ptr = int(ptr)
+    try:
+        yield
+    finally:
+        _STREAM.ptr = old
+
+
+def memset32(ptr, word, count, stream=None):
+    stream = current_stream() if stream is None else stream
     _check("cuMemsetD32Async", lib().cuMemsetD32Async(ctypes.c_uint64(ptr), ctypes.c_uint32(word),
                                                         ctypes.c_size_t(count), ctypes.c_void_p(stream)))
 
 
-def memset16(ptr, half, count, stream=0):
+def memset16(ptr, half, count, stream=None):
+    stream = current_stream() if stream is None else stream
     _check("cuMemsetD16Async", lib().cuMemsetD16Async(ctypes.c_uint64(ptr), ctypes.c_uint16(half),
                                                         ctypes.c_size_t(count), ctypes.c_void_p(stream)))
 

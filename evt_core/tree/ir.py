@@ -123,6 +123,12 @@ class Tree:
         """One line per output: `D <- relu(...)`."""
         return "\n".join(describe(r, depth=6) for r in self.roots)
 
+    def to_dot(self, name="tree"):
+        """Graphviz source drawing the tree as one kernel, in the style of a partition report
+        (`evt_core.torch.Report.to_dot`); `evt_core.dot.svg(tree.to_dot())` renders it."""
+        from ..dot import tree
+        return tree(self, name)
+
     def __repr__(self):
         return f"<Tree outputs={list(self.result_names)} batched={self.batched}>"
 

@@ -1,0 +1,120 @@
+"""The torch.compile backend: aot_autograd with an evt partition_fn.
+
+aot_autograd traces forward and backward into one joint graph and hands it to the
+partition_fn. Ours plans that joint graph (import, EVT graph passes, partitioner, one kernel
+per GEMM group: `planning.py`) and then lets torch's default partitioner split it into the
+forward and backward graphs, which keeps aot_autograd's calling conventions (saved tensors,
+symints, RNG state) torch's own; both halves keep the joint graph's node names, so the fw/bw
+compilers put each fused group into the half that computes it (`rewrite.py`). Graphs without
+a backward (inference) are planned in the inference compiler instead."""
+from __future__ import annotations
+
+import copy
+import threading
+import warnings
+
+from ..errors import EvtError
+from .report import Report
+
+_REPORTS: list[Report] = []
+_LOCK = threading.Lock()
+
+
+class EvtBackend:
+    """A torch.compile backend (see `evt_core.torch.backend`)."""
+
+    def __init__(self, kernels: str = "auto", passes: bool = True, solver: str = "bnb",
+                 time_limit: float | None = 30.0, strict: bool = False, cudagraphs: bool = False,
+                 **kernel_options):
+        self.kernels, self.passes, self.solver = kernels, passes, solver
+        self.time_limit, self.strict, self.kernel_options = time_limit, strict, kernel_options
+        self.cudagraphs = cudagraphs
+
+    def __call__(self, gm, example_inputs):
+        from torch._dynamo.backends.common import aot_autograd
+        c = _Compilation(self, len(example_inputs))
+        return aot_autograd(fw_compiler=c.forward, bw_compiler=c.backward, inference_compiler=c.inference,
+                            partition_fn=c.partition)(gm, example_inputs)
+
+    def __repr__(self) -> str:
+        return f"evt_core.torch.backend(kernels={self.kernels!r}, passes={self.passes}, cudagraphs={self.cudagraphs})"
+
+
+class _Compilation:
+    """The state of one compiled graph: its plan and its report."""
+
+    def __init__(self, be: EvtBackend, n_inputs: int):
+        from .cudagraphs import CudaGraphs
+        self.be, self.joint = be, None
+        self.graphs = CudaGraphs(n_inputs) if be.cudagraphs else None
+        with _LOCK:
+            self.report = Report(f"graph {len(_REPORTS)}")
+            _REPORTS.append(self.report)
+
+    def _plan(self, gm, halves) -> None:
+        from .planning import plan_graph
+        self.report.pending = set(halves)
+        try:
+            self.joint = plan_graph(gm, self.be.passes, self.be.solver, self.be.time_limit,
+                                    self.be.kernels, self.be.kernel_options)
+        except Exception as err:  # noqa: BLE001 - training goes on unfused unless strict
+            self._give_up(err)
+            return
+        self.report.plan = self.joint.plan
+        self.report.refused.update(self.joint.refused)
+
+    def _place(self, gm, half, example_inputs):
+        from torch._functorch.aot_autograd import make_boxed_func
+        from .rewrite import rewrite
+        self.report.pending.discard(half)
+        if self.joint is not None:
+            original = copy.deepcopy(gm)
+            try:
+                placed, refused = rewrite(gm, self.joint)
+            except Exception as err:  # noqa: BLE001 - as in _plan
+                self._give_up(err)
+                gm, placed, refused = original, [], {}
+            self.report.fused = sorted(set(self.report.fused) | set(placed))
+            self.report.placed.update({k: half for k in placed})
+            for k, why in refused.items():
+                self.report.refused.setdefault(k, why)
+        if self.graphs is None:
+            return make_boxed_func(gm)
+        if half == "backward":
+            return self.graphs.backward(gm, example_inputs)
+        return self.graphs.forward(gm, example_inputs, is_inference=half == "inference")
+
+    def _give_up(self, err) -> None:
+        """Planning or rewriting failed: raise if strict, else warn and run torch's graph.
+        EvtErrors are expected refusals; anything else is a bug worth reporting."""
+        if self.be.strict:
+            raise err
+        self.report.error = f"{type(err).__name__}: {err}"
+        self.joint = None
+        kind = "" if isinstance(err, EvtError) else " (a bug in evt: please report it)"
+        warnings.warn(f"evt: {self.report.name} runs unfused{kind}: {self.report.error}", stacklevel=3)
+
+    def partition(self, joint, joint_inputs, **kw):
+        from torch._functorch.partitioners import default_partition
+        self._plan(joint, ("forward", "backward"))
+        return default_partition(joint, joint_inputs, **kw)
+
+    def forward(self, gm, example_inputs):
+        return self._place(gm, "forward", example_inputs)
+
+    def backward(self, gm, example_inputs):
+        return self._place(gm, "backward", example_inputs)
+
+    def inference(self, gm, example_inputs):
+        self._plan(gm, ("inference",))
+        return self._place(gm, "inference", example_inputs)
+
+
+def reports() -> list[Report]:
+    with _LOCK:
+        return list(_REPORTS)
+
+
+def clear_reports() -> None:
+    with _LOCK:
+        _REPORTS.clear()

@@ -1,0 +1,203 @@
+"""From a joint fx graph to fused GEMM groups: import (`from_fx`), the EVT graph passes, the
+partitioner, then for every GEMM-anchored group its epilogue traced into a registered kernel.
+
+The plan is solved on the IR graph, but execution rewrites the fx graphs torch hands to the
+compilers (`rewrite.py`): a fused group replaces the fx nodes of its outputs by one
+`torch.ops.evt.run` call reading the fx values of its inputs. That is only sound where the IR
+and the fx graph agree on those boundary values, and the passes may rename or rewrite nodes
+(loss elimination turns the loss into a constant 1 under the loss's own name), so every
+boundary value is checked against the fx node of the same name: same op (modulo the
+importer's aliases), same type, same tensor operands. A group that fails the check runs as
+the fx graph's own torch ops, with the reason in the report."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import EvtError, UnsupportedError
+from ..partition import Plan, partition, run_pipeline
+from ..partition.epilogue import Unfusible, _operand_perm, build
+from ..partition.fx_import import aten_name, from_fx
+from ..partition.optable import ALIASES, GEMMS, Kind
+from . import ops as evt_ops
+
+_IDENTITY = frozenset({"detach", "alias", "lift_fresh_copy"})   # the importer drops these
+_LAYOUT = frozenset({"t", "transpose", "permute"})
+
+
+@dataclass
+class GroupKernel:
+    """One fused group. a/b: (fx value, permutation or None) of the GEMM operands; inputs: the
+    fx values of the kernel's tensor inputs in `program.inputs` order; outputs: (result
+    index, fx node it replaces, that node's shape)."""
+    index: int
+    key: str
+    a: tuple
+    b: tuple
+    inputs: list
+    outputs: list
+    anchor: str
+
+
+@dataclass
+class JointPlan:
+    graph: object                 # the IR graph that was partitioned (after the passes)
+    plan: Plan
+    kernels: dict = field(default_factory=dict)     # group index -> GroupKernel
+    refused: dict = field(default_factory=dict)     # group index -> reason (GEMM groups)
+    # fx value -> [(fx node, perm)]: nodes that are a permutation of it. A weight read by a
+    # backward GEMM is saved as its transpose, so the backward finds the weight through these.
+    layouts: dict = field(default_factory=dict)
+
+
+def plan_graph(gm, passes: bool = True, solver: str = "bnb", time_limit: float | None = 30.0,
+               kernels: str = "auto", options: dict | None = None) -> JointPlan:
+    _check_static(gm)
+    g = from_fx(gm)
+    if passes:
+        g = run_pipeline(g)
+    plan = partition(g, solver=solver, time_limit=time_limit)
+    out = JointPlan(g, plan)
+    where = {n: k for k, grp in enumerate(plan.groups) for n in grp}
+    needed = {u for n, k in where.items() for u in g.nodes[n].inputs if where.get(u, k) != k} | set(g.outputs)
+    trust = trusted_values(g, gm)
+    for f in gm.graph.nodes:
+        if f.op == "call_function" and aten_name(f.target) in _LAYOUT and hasattr(f.meta.get("val"), "shape"):
+            rank = len(f.meta["val"].shape)
+            out.layouts.setdefault(_source(f.args[0]), []).append((f.name, _fx_perm(f, rank)))
+    for k, grp in enumerate(plan.groups):
+        if not any(g.nodes[n].op in GEMMS for n in grp):
+            continue
+        try:
+            out.kernels[k] = _group_kernel(g, k, grp, needed, trust, kernels, options or {})
+        except (Unfusible, EvtError) as err:
+            out.refused[k] = str(err).splitlines()[0]
+    return out
+
+
+def _check_static(gm) -> None:
+    symbolic = [n.name for n in gm.graph.nodes if n.op == "placeholder"
+                and not hasattr(n.meta.get("val"), "shape") and n.meta.get("val") is not None]
+    if symbolic:
+        raise UnsupportedError(f"the graph has dynamic shapes (symbolic inputs {symbolic[:4]}); evt plans static "
+                               "shapes: compile with torch.compile(..., dynamic=False)")
+
+
+def _group_kernel(g, k, grp, needed, trust, kernels, options) -> GroupKernel:
+    import evt_core
+    gg = build(g, grp, needed)
+    ns = {"ops": evt_core.ops}
+    exec(compile(gg.source, f"<epilogue of {gg.anchor.name}>", "exec"), ns)   # noqa: S102 - generated
+    tree = evt_core.trace(ns["epilogue"], gg.examples)
+    for name in (gg.a[0], gg.b[0], *gg.inputs.values(), *gg.outputs.values()):
+        if trust.get(name, "?"):
+            raise Unfusible(trust.get(name) or f"{name} is not a value of the fx graph (the graph passes made it)")
+    key = evt_ops.register(tree, kernels, **options)
+    program = tree.program
+    index = {r: i for i, r in enumerate(program.result_names)}
+    outputs = [(index[key_], n, g.nodes[n].shape) for key_, n in gg.outputs.items()]
+    inputs = [gg.inputs[op.name] for op in program.inputs]
+    return GroupKernel(k, key, gg.a, gg.b, inputs, outputs, gg.anchor.name)
+
+
+def trusted_values(g, gm) -> dict[str, str]:
+    """{fx value name: "" if the IR value of that name is the same computation, else why not}.
+    Same computation = same op (modulo the importer's aliases), same types, and the same
+    tensor operands, each trusted in turn; chains of t/transpose/permute compare as (source,
+    composed permutation), since permutation folding respells and cancels them. Trust is
+    transitive on purpose: a pass may keep a name and change its value (loss elimination
+    does, with the loss), so a value the passes rewrote anywhere upstream is not trusted."""
+    why: dict[str, str] = {}
+    for f in gm.graph.nodes:
+        if f.op == "output" or (f.op == "call_function" and aten_name(f.target) in _IDENTITY):
+            continue          # the importer drops identities; their users read the source
+        reason = _local_reason(g, f)
+        if not reason:        # an untrusted operand: keep the root cause, which names its node
+            bad = next((src for src, _ in sorted(_fx_operands(f), key=str) if why.get(src, "?")), None)
+            reason = "" if bad is None else why.get(bad) or f"{bad} is not a value of the fx graph"
+        why[f.name] = reason
+    return why
+
+
+def _local_reason(g, f) -> str:
+    node = g.nodes.get(f.name)
+    if node is None:
+        return f"{f.name} is not a value of the partitioned graph (the graph passes removed it)"
+    val = f.meta.get("val")
+    vals = list(val) if isinstance(val, (list, tuple)) else [val]
+    # Only tensor results are compared: the importer types the others (e.g. the seeds and
+    # sizes flash attention returns) as placeholders nobody reads.
+    if len(vals) != len(node.types) or any(
+            hasattr(v, "shape") and (tuple(v.shape), str(v.dtype).replace("torch.", "")) != (t.shape, t.dtype)
+            for v, t in zip(vals, node.types)):
+        return f"{f.name} has another type in the fx graph than in the partitioned graph"
+    if f.op in ("placeholder", "get_attr"):
+        return "" if node.kind is Kind.INPUT else f"{f.name} is an fx input but {node.op} after the graph passes"
+    op = aten_name(f.target)
+    if op in _LAYOUT or node.op in _LAYOUT:
+        if _fx_canon(f) != _ir_canon(g, f.name):
+            return f"{f.name} permutes {_fx_canon(f)[0]} differently in the fx graph than after the graph passes"
+        return ""
+    if ALIASES.get(op, op) != ALIASES.get(node.op, node.op):
+        return f"{f.name} is {op} in the fx graph but {node.op} after the graph passes"
+    ir_in = {_ir_canon(g, i) for i in node.inputs if g.nodes[i].kind is not Kind.CONST}
+    if _fx_operands(f) != ir_in:
+        return f"{f.name} reads {sorted(_fx_operands(f), key=str)} in the fx graph but {sorted(ir_in, key=str)} " \
+               "after the graph passes"
+    return ""
+
+
+def _fx_operands(f) -> set:
+    return {_fx_canon(a) for a in _fx_args(f)}
+
+
+def _fx_canon(a) -> tuple:
+    """(source name, permutation or None) of an fx value, through identities and layouts."""
+    perm = None
+    while a.op == "call_function" and aten_name(a.target) in _IDENTITY | _LAYOUT:
+        if aten_name(a.target) in _LAYOUT and hasattr(a.meta.get("val"), "shape"):
+            perm = _compose(_fx_perm(a, len(a.meta["val"].shape)), perm)
+        a = a.args[0]
+    return a.name, perm
+
+
+def _ir_canon(g, name) -> tuple:
+    perm, node = None, g.nodes[name]
+    while node.op in _LAYOUT:
+        if len(node.shape) >= 2:
+            perm = _compose(_operand_perm(node, len(node.shape)), perm)
+        node = g.nodes[node.inputs[0]]
+    return node.name, perm
+
+
+def _compose(inner, outer):
+    """permute(permute(x, inner), outer) = permute(x, p) with p[i] = inner[outer[i]]; None
+    stands for the identity."""
+    p = inner if outer is None else tuple(inner[i] for i in outer)
+    return None if p == tuple(range(len(p))) else p
+
+
+def _fx_perm(f, rank) -> tuple[int, ...]:
+    op, dims = aten_name(f.target), list(range(rank))
+    if op == "permute":
+        return tuple(d % rank for d in f.args[1])
+    i, j = (0, 1) if op == "t" else (f.args[1] % rank, f.args[2] % rank)
+    if rank >= 2:
+        dims[i], dims[j] = dims[j], dims[i]
+    return tuple(dims)
+
+
+def _fx_args(f):
+    """The fx nodes among f's arguments (tensors, and tuples read through getitem)."""
+    stack = list(f.args) + list(f.kwargs.values())
+    while stack:
+        a = stack.pop()
+        if isinstance(a, (list, tuple)):
+            stack.extend(a)
+        elif hasattr(a, "op") and hasattr(a, "meta") and not isinstance(a.meta.get("val"), (int, float)):
+            yield a
+
+
+def _source(a) -> str:
+    while a.op == "call_function" and aten_name(a.target) in _IDENTITY:
+        a = a.args[0]
+    return a.name

@@ -1,0 +1,141 @@
+"""torch.compile(..., backend="evt"): training matches eager; reports describe the plan."""
+import importlib.util
+import shutil
+import tomllib
+import warnings
+from importlib import import_module
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import evt_core.torch as et
+import evt_core.torch.ops as evt_ops
+from evt_core.errors import UnsupportedError
+from evt_core.partition import PartitionError, plan_cost
+
+from .models import mlp, train_side_by_side, transformer_block
+
+
+@pytest.fixture
+def kernel_calls(monkeypatch):
+    """Counts runs of evt kernels (so a test can tell fused groups really ran)."""
+    calls = []
+    real = evt_ops._run
+
+    def counting(key, *args):
+        calls.append(key)
+        return real(key, *args)
+    monkeypatch.setattr(evt_ops, "_run", counting)
+    return calls
+
+
+def _assert_tight(history):
+    for ours, eager, grad_diff in history:
+        assert ours == pytest.approx(eager, rel=1e-5, abs=1e-6)
+        assert grad_diff < 1e-5
+
+
+def test_transformer_block_trains_like_eager(kernel_calls):
+    x = torch.randn(2, 8, 32, generator=torch.Generator().manual_seed(1))
+    history = train_side_by_side(transformer_block(), x, None, lambda y, _: y.pow(2).mean(), "evt", steps=3)
+    _assert_tight(history)
+    assert history[-1][0] < history[0][0]              # it trained
+    (rep,) = et.reports()
+    assert rep.fused and kernel_calls                  # GEMM groups ran as evt kernels
+    assert set(rep.fused).isdisjoint(rep.unfused)
+
+
+def test_mlp_cross_entropy_with_options(kernel_calls):
+    g = torch.Generator().manual_seed(2)
+    x, y = torch.randn(12, 16, generator=g), torch.randint(0, 8, (12,), generator=g)
+    be = et.backend(kernels="numpy", strict=True, time_limit=10)
+    _assert_tight(train_side_by_side(mlp(), x, y, F.cross_entropy, be, steps=2))
+    (rep,) = et.reports()
+    gemm_groups = set(rep.fused) | set(rep.unfused)
+    assert len(rep.fused) >= 3 and len(gemm_groups) >= 4
+    assert len(kernel_calls) == 2 * len(rep.fused)
+
+
+def test_report_fields_and_drawing():
+    x = torch.randn(4, 16)
+    torch.compile(mlp(), backend="evt")(x).sum().backward()
+    (rep,) = et.reports()
+    g = rep.plan.graph
+    assert rep.bytes_saved == plan_cost(g, [[n] for n in g.compute_nodes()]) - rep.plan.cost > 0
+    assert all(isinstance(k, int) and isinstance(v, str) for k, v in rep.unfused.items())
+    dot = rep.to_dot()
+    assert dot.startswith("digraph") and dot.count("subgraph cluster_") == len(rep.plan.groups)
+    assert "evt kernel, forward" in dot and "evt kernel, backward" in dot
+    assert set(rep.placed) == set(rep.fused) and set(rep.placed.values()) == {"forward", "backward"}
+    if shutil.which("dot"):
+        assert "<svg" in rep.to_svg()
+    elif importlib.util.find_spec("graphviz") is None:
+        with pytest.raises(UnsupportedError, match="graphviz"):
+            rep.to_svg()
+
+
+def test_inference_graph_is_planned_too(kernel_calls):
+    model, x = mlp(), torch.randn(4, 16)
+    with torch.no_grad():
+        out = torch.compile(model, backend="evt")(x)
+        torch.testing.assert_close(out, model(x), rtol=1e-5, atol=1e-6)
+    (rep,) = et.reports()
+    assert rep.fused and kernel_calls and not rep.unfused
+
+
+def test_planning_failure_runs_unfused_with_a_warning(monkeypatch):
+    import evt_core.torch.planning as planning
+
+    def broken(*a, **k):
+        raise PartitionError("unknown-op", "no rule for this op", ("mm",))
+    monkeypatch.setattr(planning, "plan_graph", broken)
+    model, x = mlp(), torch.randn(4, 16)
+    with pytest.warns(UserWarning, match="runs unfused"):
+        out = torch.compile(model, backend="evt")(x)
+    torch.testing.assert_close(out, model(x))
+    (rep,) = et.reports()
+    assert rep.plan is None and "no rule" in rep.error and rep.bytes_saved == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert rep.to_dot().startswith("digraph")
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="no rule"):
+        torch.compile(model, backend=et.backend(strict=True))(x)
+
+
+def test_entry_point_names_the_default_backend():
+    pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    target = pyproject["project"]["entry-points"]["torch_dynamo_backends"]["evt"]
+    module, name = target.split(":")
+    assert getattr(import_module(module), name) is et.dynamo_backend
+
+
+def test_cudagraphs_option_falls_back_on_cpu(kernel_calls):
+    """CPU graphs cannot be captured: torch's skip rules leave them as plain graphs."""
+    x = torch.randn(6, 16)
+    be = et.backend(cudagraphs=True, strict=True)
+    _assert_tight(train_side_by_side(mlp(), x, None, lambda y, _: y.square().mean(), be, steps=2))
+    assert kernel_calls
+
+
+def test_a_failing_rewrite_runs_torchs_graph(monkeypatch):
+    import evt_core.torch.rewrite as rw
+
+    def broken(graph):
+        raise RuntimeError("sort exploded")
+    monkeypatch.setattr(rw, "_topo_sort", broken)
+    model, x = mlp(), torch.randn(4, 16)
+    with pytest.warns(UserWarning, match="a bug in evt.*sort exploded"):
+        out = torch.compile(model, backend="evt")(x)
+    torch.testing.assert_close(out, model(x))
+    (rep,) = et.reports()
+    assert not rep.fused and "sort exploded" in rep.error
+
+
+def test_cpu_tensors_run_numpy_whatever_the_gpu_choice(kernel_calls):
+    model, x = mlp(), torch.randn(4, 16)
+    out = torch.compile(model, backend=et.backend(kernels="cupy", strict=True))(x)
+    torch.testing.assert_close(out, model(x), rtol=1e-5, atol=1e-6)
+    assert kernel_calls and all(set(evt_ops.entry(k).compiled) == {"numpy"} for k in kernel_calls)

@@ -1,0 +1,41 @@
+"""The boundary check between the partitioned IR graph and torch's fx graph."""
+import dataclasses
+
+import torch
+import torch.nn.functional as F
+
+from evt_core.partition import Graph, run_pipeline
+from evt_core.partition.fx_capture import import_module
+from evt_core.torch.planning import trusted_values
+
+from .models import mlp, transformer_block
+
+
+def _joint(model, loss, x, targets=()):
+    return import_module(model, loss, x, targets=targets)
+
+
+def test_every_value_of_the_raw_import_is_trusted():
+    for model, x in ((mlp(), torch.randn(4, 16)), (transformer_block(), torch.randn(2, 8, 32))):
+        imp = _joint(model, lambda y: y.square().mean(), x)
+        why = trusted_values(imp.graph, imp.gm)
+        assert why and not any(why.values()), {k: v for k, v in why.items() if v}
+
+
+def test_the_eliminated_loss_is_not_trusted():
+    g = torch.Generator().manual_seed(0)
+    imp = _joint(mlp(), F.cross_entropy, torch.randn(6, 16, generator=g),
+                 targets=(torch.randint(0, 8, (6,), generator=g),))
+    why = trusted_values(run_pipeline(imp.graph), imp.gm)
+    loss = next(n.name for n in imp.gm.graph.nodes if n.op == "call_function" and "nll_loss_forward" in str(n.target))
+    assert why[loss]                                       # loss elimination: now a constant 1
+    assert not why["primals_1"] and not why["addmm"]       # untouched forward values stay trusted
+
+
+def test_distrust_flows_to_every_user_with_the_root_cause():
+    imp = _joint(mlp(), lambda y: y.square().mean(), torch.randn(4, 16))
+    nodes = [dataclasses.replace(n, op="sigmoid") if n.name == "relu" else n for n in imp.graph.nodes.values()]
+    why = trusted_values(Graph.build(nodes, imp.graph.outputs), imp.gm)
+    assert why["relu"] == "relu is relu in the fx graph but sigmoid after the graph passes"
+    assert why["addmm_1"] == why["relu"]                   # addmm_1 reads relu
+    assert not why["addmm"]
