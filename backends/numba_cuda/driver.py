@@ -7,6 +7,7 @@ never imports numba at all for numpy/CuPy/torch inputs.
 """
 import contextlib
 import ctypes
+import threading
 
 from ..gpu import cuda
 
