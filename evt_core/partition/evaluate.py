@@ -19,9 +19,10 @@ def eval_node(node: Node, env: Mapping[str, object], impls: Mapping | None = Non
     fn = (impls or {}).get(node.op) or IMPL.get(node.op)
     check(fn is not None, "no-semantics",
           f"op {node.op!r} has no NumPy semantics; pass impls={{{node.op!r}: fn}}", (node.name,))
-    args = {p: _widen(env[i]) for p, i in zip(node.params, node.inputs)}
     if node.op == "getitem":
         return _round(np.asarray(env[node.inputs[0]][node.attr("index")]), node.types[0])
+    # Any other operand slot reads output 0 of a multi-output producer (Graph.reads).
+    args = {p: _widen(_first(env[i])) for p, i in zip(node.params, node.inputs)}
     out = fn(**args, **dict(node.attrs))
     if len(node.types) > 1:
         return tuple(None if o is None else _round(np.asarray(o), t) for o, t in zip(out, node.types))
@@ -39,6 +40,10 @@ def evaluate(g: Graph, inputs: Mapping[str, np.ndarray], impls: Mapping | None =
         env[name] = _round(np.asarray(inputs[name]), node.types[0]) if node.op == "input" \
             else eval_node(node, env, impls)
     return env if keep_all else {o: env[o] for o in g.outputs}
+
+
+def _first(x):
+    return x[0] if isinstance(x, tuple) else x
 
 
 def _widen(x):
