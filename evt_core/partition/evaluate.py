@@ -8,7 +8,7 @@ import numpy as np
 
 from .errors import check
 from .graph import Graph, Node
-from .numpy_ops import IMPL
+from .optable import OPS
 from .types import is_float
 
 
@@ -16,7 +16,7 @@ def eval_node(node: Node, env: Mapping[str, object], impls: Mapping | None = Non
     """Value of `node` given its operands in `env`: an array, or a tuple for multi-output ops.
     Float operands are widened to float32 and every output is rounded to its declared dtype,
     so a node's rounding point is its output, as on the GPU."""
-    fn = (impls or {}).get(node.op) or IMPL.get(node.op)
+    fn = (impls or {}).get(node.op) or (OPS[node.op].impl if node.op in OPS else None)
     check(fn is not None, "no-semantics",
           f"op {node.op!r} has no NumPy semantics; pass impls={{{node.op!r}: fn}}", (node.name,))
     if node.op == "getitem":
