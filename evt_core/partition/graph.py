@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
-from .errors import check
+from .errors import PartitionError, check
 from .optable import ALIASES, DEFAULTS, OPS, Kind, kind_of
 from .types import TensorType, make_type
 
@@ -89,9 +89,10 @@ class Graph:
         """`add` with the keyword arguments as a dict, so that parameters named like `add`'s
         own keywords (`_to_copy`'s `dtype`, `self`) can be bound by name (the JSON reader)."""
         attrs = dict(attrs or {})
-        check(isinstance(op, str) and op != "", "op", f"op must be a non-empty string, got {op!r}", (str(name),))
+        who = str(name or op)
+        check(isinstance(op, str) and op != "", "op", f"op must be a non-empty string, got {op!r}", (who,))
         check(op != "input", "op",
-              "graph inputs are made with g.input(name, shape, dtype), not g.add('input')", (str(name),))
+              "graph inputs are made with g.input(name, shape, dtype), not g.add('input')", (who,))
         spelling, op = op, ALIASES.get(op, op)
         check(name is None or (isinstance(name, str) and name != ""), "name",
               f"a node name must be a non-empty string, got {name!r}", (str(name),))
@@ -212,12 +213,34 @@ class Graph:
                   (node.name,))
             return (make_type(shape, dtype, node.name),)
         types = {p: self.nodes[i].types[0] for p, i in zip(node.params, node.inputs)}
-        return info.infer(types, dict(node.attrs))
+        try:
+            return info.infer(types, dict(node.attrs))
+        except PartitionError as e:   # shape rules know operands, not nodes: name this one
+            if e.nodes and e.nodes != ("?",):
+                raise
+            operands = ", ".join(f"{p}={i} {self.nodes[i].types[0].shape}" for p, i in zip(node.params, node.inputs))
+            raise PartitionError(e.rule, f"{node.op}({operands}): {e.message}", (node.name,)) from None
 
     def _ref(self, v, who: str) -> str:
         name = v.name if isinstance(v, Node) else v
-        check(name in self.nodes, "unknown-operand", f"{name!r} is not a node of this graph", (who,))
+        check(isinstance(name, str) and name in self.nodes, "unknown-operand",
+              f"{name!r} is not a node of this graph", (who, str(name)))
         return name
+
+    def validate(self) -> None:
+        """The invariants every consumer of a graph relies on, for graphs whose `nodes` or
+        `outputs` were edited directly: operands are earlier nodes (so the graph is acyclic),
+        every node has types, every output is a node. O(nodes + edges)."""
+        seen = set()
+        for name, n in self.nodes.items():
+            for i in n.inputs:
+                check(i in seen, "cycle" if i == name or i in self.nodes else "unknown-operand",
+                      f"operand {i!r} is not an earlier node (a cycle, a self-read or a typo)", (name, i))
+            check(bool(n.types), "types", "the node has no output types", (name,))
+            seen.add(name)
+        for o in self.outputs:
+            check(o in self.nodes, "unknown-output", f"output {o!r} is not a node of this graph; "
+                  "name an existing node in g.output(...)", (str(o),))
 
     def _fresh(self, base: str) -> str:
         k = self._count.get(base, -1) + 1

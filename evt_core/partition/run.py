@@ -9,6 +9,7 @@ from typing import Mapping
 import numpy as np
 
 from .aten import Unfusible
+from .errors import check
 from .evaluate import _round, eval_node, evaluate
 from .lowering import group_tree
 from .optable import Kind
@@ -27,11 +28,12 @@ def run(plan: Plan, inputs: Mapping[str, np.ndarray], backend: str = "numpy",
     import evt_core
     from evt_core.errors import EvtError
 
+    _check_arguments(plan, inputs, backend, evt_core)
     g = plan.graph
     env: dict[str, object] = {}
     for name, node in g.nodes.items():
         if node.kind is Kind.INPUT:
-            env[name] = _round(np.asarray(inputs[name]), node.types[0])
+            env[name] = _round(np.asarray(inputs[name]), node.types[0], name)
         elif node.kind is Kind.CONST:
             env[name] = eval_node(node, env, impls)
     where = {n: k for k, grp in enumerate(plan.groups) for n in grp}
@@ -51,6 +53,18 @@ def run(plan: Plan, inputs: Mapping[str, np.ndarray], backend: str = "numpy",
             env[n] = eval_node(g.nodes[n], env, impls)
     result.update({o: env[o] for o in g.outputs})
     return result
+
+
+def _check_arguments(plan, inputs, backend, evt_core) -> None:
+    check(isinstance(plan, Plan), "run", f"run() takes a Plan from P.partition(g), got {type(plan).__name__}",
+          ("plan",))
+    plan.graph.validate()
+    check(isinstance(inputs, Mapping), "run", f"inputs must be a mapping {{input name: array}}, got "
+          f"{type(inputs).__name__}", ("inputs",))
+    missing = [n for n, node in plan.graph.nodes.items() if node.kind is Kind.INPUT and n not in inputs]
+    check(not missing, "missing-input", "no value given for graph input(s)", missing)
+    names = sorted(evt_core.backends())
+    check(backend in names, "backend", f"unknown backend {backend!r}; registered: {names}", (str(backend),))
 
 
 def _run_gemm(g, grp, needed, env, evt_core, backend) -> None:

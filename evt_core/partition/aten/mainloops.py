@@ -19,15 +19,15 @@ op("bmm", _A, "self mat2", S.bmm, lambda self, mat2: self @ mat2, _ACCUM)
 op("addmm", _A, "self mat1 mat2 beta: alpha:", S.addmm,
    lambda self, mat1, mat2, beta=1, alpha=1: beta * self + alpha * (mat1 @ mat2), _ACCUM,
    defaults={"beta": 1, "alpha": 1})
-op("_softmax", _A, "self dim: half_to_float:", S.same, K.softmax, _MAINLOOP,
+op("_softmax", _A, "self dim: half_to_float:", S.along_dim, K.softmax, _MAINLOOP,
    defaults={"half_to_float": False}, aliases=("softmax", "_safe_softmax"))  # _safe: -inf rows -> 0
-op("_log_softmax", _A, "self dim: half_to_float:", S.same, K.log_softmax, _MAINLOOP,
+op("_log_softmax", _A, "self dim: half_to_float:", S.along_dim, K.log_softmax, _MAINLOOP,
    defaults={"half_to_float": False}, aliases=("log_softmax",))
-op("_softmax_backward_data", _A, "grad_output output dim: input_dtype:", S.same,
+op("_softmax_backward_data", _A, "grad_output output dim: input_dtype:", S.along_dim,
    lambda grad_output, output, dim, input_dtype=None:
        output * (grad_output - (grad_output * output).sum(axis=dim, keepdims=True)),
    _MAINLOOP, aliases=("softmax_backward",))
-op("_log_softmax_backward_data", _A, "grad_output output dim: input_dtype:", S.same,
+op("_log_softmax_backward_data", _A, "grad_output output dim: input_dtype:", S.along_dim,
    lambda grad_output, output, dim, input_dtype=None:
        grad_output - np.exp(output) * grad_output.sum(axis=dim, keepdims=True),
    _MAINLOOP, aliases=("log_softmax_backward",))
