@@ -60,3 +60,24 @@ def test_group_tree_builds_a_tree_without_source():
     assert gt.inputs == {"in_0": "b"} and set(gt.outputs.values()) == {y.name, "sum"}
     from evt_core.tree.ir import Tree
     assert isinstance(gt.tree, Tree) and gt.tree.program is not None
+
+
+def test_group_tree_equals_the_hand_written_epilogue():
+    import evt_core
+    from evt_core import ops
+    g = P.Graph()
+    x, w = g.input("x", (8, 16), "float16"), g.input("w", (16, 4), "float16")
+    b = g.input("b", (4,), "float16")
+    y = g.add("gelu", g.add("add", g.add("mm", x, w), b), approximate="tanh")
+    s = g.add("sum", y, [1], True)
+    g.output(y, s)
+    gt = P.group_tree(g, ["mm", "add", "gelu", "sum"], {"gelu", "sum"})
+
+    def epilogue(accum, in_0):
+        y = ops.gelu_tanh(accum + in_0)
+        return {"o0": y, "o1": ops.sum(y, over="N")}
+
+    examples = {"accum": np.empty((8, 4), np.float32), "in_0": np.empty((4,), np.float16),
+                "o0": np.empty((8, 4), np.float16), "o1": np.empty((8,), np.float16)}
+    assert gt.tree == evt_core.trace(epilogue, examples)
+    assert gt.outputs == {"o0": "gelu", "o1": "sum"} and gt.a == ("x", None) and gt.b == ("w", None)
