@@ -53,7 +53,3 @@ def op(name, kind, sig, infer, impl, tree, defaults=None, aliases=()) -> None:
     assert name not in REGISTRY, name
     REGISTRY[name] = OpDef(name, kind, tuple(sig.split()), infer, impl, tree, dict(defaults or {}),
                            tuple(aliases))
-
-
-def no_tree(reason: str) -> str:
-    return reason
