@@ -24,9 +24,10 @@ from .plan import Plan, SolveStats  # noqa: E402
 
 __all__ += ["partition", "Plan", "SolveStats", "SolutionCache", "plan_cost", "check_plan",
             "violations", "exhaustive_optimum"]
+from .lowering import GroupTree, group_tree  # noqa: E402
 from .run import RunResult, run  # noqa: E402
 
-__all__ += ["run", "RunResult"]
+__all__ += ["run", "RunResult", "group_tree", "GroupTree"]
 from . import passes  # noqa: E402
 from .passes import PIPELINE, run_pipeline  # noqa: E402
 

@@ -30,7 +30,7 @@ def partition(g: Graph, solver: str = "bnb", time_limit: float | None = None,
     solver: "bnb" (exact, default), "milp" (the original's ILP through SciPy/HiGHS) or "greedy".
     time_limit: seconds for the whole solve; past it the best plan found so far is returned
     with optimal=False. cache: a SolutionCache, True for the process-wide one, or None/False."""
-    check(solver in SOLVERS, "solver", f"unknown solver {solver!r}; use one of {sorted(SOLVERS)}")
+    _check_arguments(g, solver, time_limit, cache)
     cache = DEFAULT_CACHE if cache is True else (cache if isinstance(cache, SolutionCache) else None)
     if solver == "greedy":
         cache = None
@@ -58,6 +58,20 @@ def partition(g: Graph, solver: str = "bnb", time_limit: float | None = None,
                 SolveStats(solver, elapsed, stats["nodes_explored"], len(comps), stats["searched"],
                            stats["cache_hits"], max((len(c) for c in comps), default=0),
                            stats["merges"], optimal))
+
+
+def _check_arguments(g, solver, time_limit, cache) -> None:
+    check(isinstance(g, Graph), "partition", f"partition() takes a Graph, got {type(g).__name__}; build one "
+          "with P.Graph() or P.Graph.from_json(text)", ("g",))
+    g.validate()
+    check(isinstance(solver, str) and solver in SOLVERS, "solver",
+          f"unknown solver {solver!r}; use one of {sorted(SOLVERS)}", ("solver",))
+    ok = time_limit is None or (isinstance(time_limit, (int, float)) and not isinstance(time_limit, bool)
+                                and time_limit > 0)
+    check(ok, "time_limit", f"time_limit must be None or a positive number of seconds, got {time_limit!r}",
+          ("time_limit",))
+    check(cache is None or isinstance(cache, (bool, SolutionCache)), "cache",
+          f"cache must be a SolutionCache, True (the shared one) or None/False, got {cache!r}", ("cache",))
 
 
 def _solve_component(g, d, comp, solve, cache, deadline, stats):

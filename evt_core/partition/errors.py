@@ -14,7 +14,7 @@ class PartitionError(EvtError):
     (pass `shape=` and `dtype=` to `Graph.add` to declare it opaque)."""
 
     def __init__(self, rule: str, message: str, nodes=()):
-        self.rule, self.nodes = rule, tuple(nodes)
+        self.rule, self.message, self.nodes = rule, message, tuple(nodes)
         where = f" [nodes: {', '.join(self.nodes)}]" if self.nodes else ""
         super().__init__(f"{rule}: {message}{where}")
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from .errors import check
 from .graph import Graph, Node
-from .numpy_ops import IMPL
+from .optable import OPS
 from .types import is_float
 
 
@@ -16,29 +16,38 @@ def eval_node(node: Node, env: Mapping[str, object], impls: Mapping | None = Non
     """Value of `node` given its operands in `env`: an array, or a tuple for multi-output ops.
     Float operands are widened to float32 and every output is rounded to its declared dtype,
     so a node's rounding point is its output, as on the GPU."""
-    fn = (impls or {}).get(node.op) or IMPL.get(node.op)
+    fn = (impls or {}).get(node.op) or (OPS[node.op].impl if node.op in OPS else None)
     check(fn is not None, "no-semantics",
           f"op {node.op!r} has no NumPy semantics; pass impls={{{node.op!r}: fn}}", (node.name,))
-    args = {p: _widen(env[i]) for p, i in zip(node.params, node.inputs)}
     if node.op == "getitem":
-        return _round(np.asarray(env[node.inputs[0]][node.attr("index")]), node.types[0])
+        return _round(np.asarray(env[node.inputs[0]][node.attr("index")]), node.types[0], node.name)
+    # Any other operand slot reads output 0 of a multi-output producer (Graph.reads).
+    args = {p: _widen(_first(env[i])) for p, i in zip(node.params, node.inputs)}
     out = fn(**args, **dict(node.attrs))
     if len(node.types) > 1:
-        return tuple(None if o is None else _round(np.asarray(o), t) for o, t in zip(out, node.types))
-    return _round(np.asarray(out), node.types[0])
+        return tuple(None if o is None else _round(np.asarray(o), t, node.name) for o, t in zip(out, node.types))
+    return _round(np.asarray(out), node.types[0], node.name)
 
 
 def evaluate(g: Graph, inputs: Mapping[str, np.ndarray], impls: Mapping | None = None,
              keep_all: bool = False) -> dict[str, np.ndarray]:
     """Evaluate `g` unpartitioned. Returns {output name: array} (every node's value when
     `keep_all`). Missing inputs raise PartitionError naming them."""
+    check(isinstance(g, Graph), "evaluate", f"evaluate() takes a Graph, got {type(g).__name__}", ("g",))
+    g.validate()
+    check(isinstance(inputs, Mapping), "evaluate", f"inputs must be a mapping {{input name: array}}, got "
+          f"{type(inputs).__name__}", ("inputs",))
     missing = [n for n, node in g.nodes.items() if node.op == "input" and n not in inputs]
     check(not missing, "missing-input", "no value given for graph input(s)", missing)
     env: dict[str, object] = {}
     for name, node in g.nodes.items():
-        env[name] = _round(np.asarray(inputs[name]), node.types[0]) if node.op == "input" \
+        env[name] = _round(np.asarray(inputs[name]), node.types[0], name) if node.op == "input" \
             else eval_node(node, env, impls)
     return env if keep_all else {o: env[o] for o in g.outputs}
+
+
+def _first(x):
+    return x[0] if isinstance(x, tuple) else x
 
 
 def _widen(x):
@@ -47,8 +56,9 @@ def _widen(x):
     return x
 
 
-def _round(x: np.ndarray, t) -> np.ndarray:
-    check(tuple(x.shape) == t.shape, "shape", f"value of shape {x.shape} where {t.shape} was inferred")
+def _round(x: np.ndarray, t, who: str = "?") -> np.ndarray:
+    check(tuple(x.shape) == t.shape, "shape", f"value of shape {tuple(x.shape)} where {t.shape} was declared "
+          "or inferred", (who,))
     want = t.numpy_dtype()
     return x if x.dtype == want else x.astype(want)
 

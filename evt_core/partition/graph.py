@@ -6,11 +6,10 @@ values: two nodes are equal when name, op, operands, attributes and types are eq
 what the Before/Expected pass tests compare."""
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
-from .errors import check
+from .errors import PartitionError, check
 from .optable import ALIASES, DEFAULTS, OPS, Kind, kind_of
 from .types import TensorType, make_type
 
@@ -32,6 +31,13 @@ class Node:
     params: tuple[str, ...] = ()     # the signature parameter each input binds
     attrs: tuple[tuple[str, Any], ...] = ()
     types: tuple[TensorType, ...] = ()
+    # The op name the caller wrote (e.g. "softmax" for _softmax); JSON writes it back. Not
+    # part of equality: two nodes built as "softmax" and "_softmax" compute the same thing.
+    spelling: str = field(default="", compare=False)
+
+    @property
+    def built_as(self) -> str:
+        return self.spelling or self.op
 
     @property
     def kind(self) -> Kind:
@@ -63,17 +69,33 @@ class Graph:
 
     # ---- building -------------------------------------------------------------------------
     def input(self, name: str, shape, dtype: str = "float16") -> Node:
+        check(isinstance(name, str) and name != "", "name", f"an input name must be a non-empty string, "
+              f"got {name!r}", (str(name),))
         return self._insert(Node(name, "input", types=(make_type(shape, dtype, name),)))
 
     def constant(self, value, shape=(), dtype: str | None = None, name: str | None = None) -> Node:
+        check(type(value) in _SCALAR_DTYPE, "constant", f"a constant is a Python bool, int or float, got "
+              f"{value!r}", (str(name or "constant"),))
         dtype = dtype or _SCALAR_DTYPE[type(value)]
         return self.add("full", tuple(shape), value, dtype, name=name or self._fresh("c"))
 
-    def add(self, op: str, *args, name: str | None = None, shape=None, dtype=None, **attrs) -> Node:
+    def add(self, op: str, /, *args, name: str | None = None, shape=None, dtype=None, **attrs) -> Node:
         """Append `op(*args, **attrs)`. Node (or node-name) arguments are operands, Python
         scalars in operand positions become constants, everything else binds attributes in
         signature order. Unknown ops are opaque and need `shape=` and `dtype=`."""
-        op = ALIASES.get(op, op)
+        return self.add_bound(op, args, attrs, name=name, shape=shape, dtype=dtype)
+
+    def add_bound(self, op: str, args=(), attrs=None, name: str | None = None, shape=None, dtype=None) -> Node:
+        """`add` with the keyword arguments as a dict, so that parameters named like `add`'s
+        own keywords (`_to_copy`'s `dtype`, `self`) can be bound by name (the JSON reader)."""
+        attrs = dict(attrs or {})
+        who = str(name or op)
+        check(isinstance(op, str) and op != "", "op", f"op must be a non-empty string, got {op!r}", (who,))
+        check(op != "input", "op",
+              "graph inputs are made with g.input(name, shape, dtype), not g.add('input')", (who,))
+        spelling, op = op, ALIASES.get(op, op)
+        check(name is None or (isinstance(name, str) and name != ""), "name",
+              f"a node name must be a non-empty string, got {name!r}", (str(name),))
         name = name or self._fresh(op.lstrip("_"))
         info = OPS.get(op)
         if info is None:  # opaque: positional node arguments are operands, keywords attributes
@@ -81,7 +103,8 @@ class Graph:
             params, attr = [f"arg{i}" for i in range(len(args))], dict(attrs)
         else:
             inputs, params, attr = self._bind(op, info, name, args, attrs)
-        node = Node(name, op, tuple(inputs), tuple(params), tuple(sorted((k, freeze(v)) for k, v in attr.items())))
+        node = Node(name, op, tuple(inputs), tuple(params),
+                    tuple(sorted((k, freeze(v)) for k, v in attr.items())), spelling=spelling)
         return self._insert(node, shape=shape, dtype=dtype)
 
     def _bind(self, op, info, name, args, attrs):
@@ -107,6 +130,7 @@ class Graph:
 
     def output(self, *values) -> None:
         for v in values:
+            check(isinstance(v, (Node, str)), "output", f"outputs are nodes or node names, got {v!r}", ())
             self.outputs.append(self._ref(v, "output"))
 
     # ---- queries --------------------------------------------------------------------------
@@ -117,12 +141,20 @@ class Graph:
                 out[i].append(node.name)
         return out
 
-    def edge_bytes(self, u: str, v: str) -> int:
-        """Bytes moved on edge u->v: the tensor v reads from u (one output of a tuple op)."""
-        prod, cons = self.nodes[u], self.nodes[v]
+    def reads(self, u: str, v: str) -> tuple[int, ...]:
+        """Indices of u's outputs that v reads: getitem reads its index, any other operand
+        slot output 0 (what shape inference and evaluation give it), however many slots."""
+        cons = self.nodes[v]
         if cons.op == "getitem":
-            return prod.types[cons.attr("index")].nbytes
-        return sum(t.nbytes for t in prod.types)
+            return (cons.attr("index") % len(self.nodes[u].types),)
+        return (0,) if u in cons.inputs else ()
+
+    def edge_bytes(self, u: str, v: str) -> int:
+        """Bytes moved on edge u->v: the tensors v actually reads from u (one output of a
+        tuple op, however addressed). The one edge weight of the cost, every solver, every
+        bound and the cache (all read it through `problem.make_problem` or `plan_cost`)."""
+        types = self.nodes[u].types
+        return sum(types[i].nbytes for i in self.reads(u, v))
 
     def compute_nodes(self) -> list[str]:
         """Nodes that the partitioner places in groups (everything but inputs and constants)."""
@@ -159,7 +191,7 @@ class Graph:
         for i in node.inputs:
             check(i in self.nodes, "unknown-operand", f"operand {i!r} is not a node of this graph", (node.name,))
         if node.op != "input":
-            node = Node(node.name, node.op, node.inputs, node.params, node.attrs, self._infer(node, shape, dtype))
+            node = replace(node, types=self._infer(node, shape, dtype))
         self.nodes[node.name] = node
         self._count[node.name] = self._count.get(node.name, 0)
         return node
@@ -168,7 +200,9 @@ class Graph:
         if node.op == "getitem":
             types = self.nodes[node.inputs[0]].types
             i = node.attr("index")
-            check(0 <= i < len(types), "getitem", f"index {i} of a {len(types)}-output op", (node.name,))
+            check(isinstance(i, int) and not isinstance(i, bool) and -len(types) <= i < len(types), "getitem",
+                  f"index {i!r} of the {len(types)}-output op {node.inputs[0]!r}; use 0..{len(types) - 1}",
+                  (node.name,))
             return (types[i],)
         info = OPS.get(node.op)
         if info is None and shape is None and node.types:
@@ -179,12 +213,34 @@ class Graph:
                   (node.name,))
             return (make_type(shape, dtype, node.name),)
         types = {p: self.nodes[i].types[0] for p, i in zip(node.params, node.inputs)}
-        return info.infer(types, dict(node.attrs))
+        try:
+            return info.infer(types, dict(node.attrs))
+        except PartitionError as e:   # shape rules know operands, not nodes: name this one
+            if e.nodes and e.nodes != ("?",):
+                raise
+            operands = ", ".join(f"{p}={i} {self.nodes[i].types[0].shape}" for p, i in zip(node.params, node.inputs))
+            raise PartitionError(e.rule, f"{node.op}({operands}): {e.message}", (node.name,)) from None
 
     def _ref(self, v, who: str) -> str:
         name = v.name if isinstance(v, Node) else v
-        check(name in self.nodes, "unknown-operand", f"{name!r} is not a node of this graph", (who,))
+        check(isinstance(name, str) and name in self.nodes, "unknown-operand",
+              f"{name!r} is not a node of this graph", (who, str(name)))
         return name
+
+    def validate(self) -> None:
+        """The invariants every consumer of a graph relies on, for graphs whose `nodes` or
+        `outputs` were edited directly: operands are earlier nodes (so the graph is acyclic),
+        every node has types, every output is a node. O(nodes + edges)."""
+        seen = set()
+        for name, n in self.nodes.items():
+            for i in n.inputs:
+                check(i in seen, "cycle" if i == name or i in self.nodes else "unknown-operand",
+                      f"operand {i!r} is not an earlier node (a cycle, a self-read or a typo)", (name, i))
+            check(bool(n.types), "types", "the node has no output types", (name,))
+            seen.add(name)
+        for o in self.outputs:
+            check(o in self.nodes, "unknown-output", f"output {o!r} is not a node of this graph; "
+                  "name an existing node in g.output(...)", (str(o),))
 
     def _fresh(self, base: str) -> str:
         k = self._count.get(base, -1) + 1
@@ -193,35 +249,31 @@ class Graph:
         self._count[base] = k
         return cand
 
-    # ---- JSON -----------------------------------------------------------------------------
+    # ---- JSON (graph_json.py) ------------------------------------------------------------
     def to_json(self, indent: int | None = 1) -> str:
-        nodes = [{"name": n.name, "op": n.op, "inputs": list(n.inputs), "params": list(n.params),
-                  "attrs": {k: v for k, v in n.attrs},
-                  "types": [[list(t.shape), t.dtype] for t in n.types]} for n in self.nodes.values()]
-        return json.dumps({"format": "evt-partition-graph/1", "nodes": nodes, "outputs": self.outputs},
-                          indent=indent)
+        from .graph_json import to_json
+        return to_json(self, indent)
 
     @classmethod
     def from_json(cls, text: str) -> "Graph":
-        data = json.loads(text)
-        g = cls()
-        for d in data["nodes"]:
-            types = tuple(make_type(s, t, d["name"]) for s, t in d.get("types", ()))
-            node = Node(d["name"], d["op"], tuple(d.get("inputs", ())), tuple(d.get("params", ())),
-                        tuple(sorted((k, freeze(v)) for k, v in d.get("attrs", {}).items())), types)
-            if node.op == "input" or (node.op not in OPS and len(types) > 1):
-                g._insert(node)
-            else:
-                g._insert(node, shape=types[0].shape if types else None,
-                          dtype=types[0].dtype if types else None)
-        g.outputs = list(data["outputs"])
-        return g
+        from .graph_json import from_json
+        return from_json(cls, text)
 
     @classmethod
     def build(cls, nodes: Iterable[Node], outputs: Iterable[str]) -> "Graph":
-        """A graph from already-typed nodes in topological order (the passes' constructor)."""
+        """A graph from already-typed nodes in topological order (the passes' constructor).
+        Invariant checked: names are unique, every operand is an earlier node (so no node
+        reads itself and there is no cycle), every node has types and every output exists."""
         g = cls()
         for n in nodes:
+            check(isinstance(n, Node), "build", f"Graph.build takes Nodes, got {type(n).__name__}", ())
+            check(n.name not in g.nodes, "duplicate-name", f"a node named {n.name!r} exists", (n.name,))
+            for i in n.inputs:
+                check(i != n.name, "cycle", "the node reads itself; a graph must be acyclic", (n.name,))
+                check(i in g.nodes, "unknown-operand", f"operand {i!r} is not an earlier node; give the "
+                      "nodes in topological order (a later operand means a cycle or a typo)", (n.name, i))
+            check(len(n.params) == len(n.inputs), "build", "one parameter name per operand", (n.name,))
+            check(bool(n.types), "build", "the node has no output types", (n.name,))
             g.nodes[n.name] = n
-        g.outputs = list(outputs)
+        g.output(*outputs)
         return g

@@ -1,6 +1,6 @@
 """Execute a plan group by group. GEMM-anchored groups become evt_core kernels compiled with
 the chosen backend; every other group (and any GEMM group the core cannot express) runs
-node by node with the NumPy semantics of `numpy_ops`. Results agree with `evaluate(g)` up to
+node by node with the NumPy semantics of the op records (`aten/`). Results agree with `evaluate(g)` up to
 the rounding points fusion removes (fused intermediates stay fp32)."""
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ from typing import Mapping
 
 import numpy as np
 
-from .epilogue import Unfusible, build
+from .aten import Unfusible
+from .errors import check
 from .evaluate import _round, eval_node, evaluate
+from .lowering import group_tree
 from .optable import Kind
 from .plan import Plan
 
@@ -26,11 +28,12 @@ def run(plan: Plan, inputs: Mapping[str, np.ndarray], backend: str = "numpy",
     import evt_core
     from evt_core.errors import EvtError
 
+    _check_arguments(plan, inputs, backend, evt_core)
     g = plan.graph
     env: dict[str, object] = {}
     for name, node in g.nodes.items():
         if node.kind is Kind.INPUT:
-            env[name] = _round(np.asarray(inputs[name]), node.types[0])
+            env[name] = _round(np.asarray(inputs[name]), node.types[0], name)
         elif node.kind is Kind.CONST:
             env[name] = eval_node(node, env, impls)
     where = {n: k for k, grp in enumerate(plan.groups) for n in grp}
@@ -52,17 +55,26 @@ def run(plan: Plan, inputs: Mapping[str, np.ndarray], backend: str = "numpy",
     return result
 
 
+def _check_arguments(plan, inputs, backend, evt_core) -> None:
+    check(isinstance(plan, Plan), "run", f"run() takes a Plan from P.partition(g), got {type(plan).__name__}",
+          ("plan",))
+    plan.graph.validate()
+    check(isinstance(inputs, Mapping), "run", f"inputs must be a mapping {{input name: array}}, got "
+          f"{type(inputs).__name__}", ("inputs",))
+    missing = [n for n, node in plan.graph.nodes.items() if node.kind is Kind.INPUT and n not in inputs]
+    check(not missing, "missing-input", "no value given for graph input(s)", missing)
+    names = sorted(evt_core.backends())
+    check(backend in names, "backend", f"unknown backend {backend!r}; registered: {names}", (str(backend),))
+
+
 def _run_gemm(g, grp, needed, env, evt_core, backend) -> None:
-    gg = build(g, grp, needed)
-    ns = {"ops": evt_core.ops}
-    exec(compile(gg.source, f"<epilogue of {gg.anchor.name}>", "exec"), ns)   # noqa: S102 - generated
-    tree = evt_core.trace(ns["epilogue"], gg.examples)
-    kernel = evt_core.compile(tree, backend=backend)
-    for n in gg.absorbed:          # later groups may read the permuted operand itself
+    gt = group_tree(g, grp, needed)
+    kernel = evt_core.compile(gt.tree, backend=backend)
+    for n in gt.absorbed:          # later groups may read the permuted operand itself
         env[n] = eval_node(g.nodes[n], env)
-    A, B = (_layout(env[name], perm) for name, perm in (gg.a, gg.b))
-    out = kernel(A, B, **{p: np.asarray(env[v]) for p, v in gg.inputs.items()})
-    for key, n in gg.outputs.items():
+    A, B = (_layout(env[name], perm) for name, perm in (gt.a, gt.b))
+    out = kernel(A, B, **{p: np.asarray(env[v]) for p, v in gt.inputs.items()})
+    for key, n in gt.outputs.items():
         env[n] = _round(np.asarray(out[key]).reshape(g.nodes[n].shape), g.nodes[n].types[0])
 
 

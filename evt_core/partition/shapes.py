@@ -6,7 +6,7 @@ from __future__ import annotations
 from math import prod
 
 from .errors import check
-from .types import TensorType, broadcast, is_float
+from .types import TensorType, broadcast, is_float, make_type
 
 
 def _norm_dim(d: int, rank: int) -> int:
@@ -33,6 +33,15 @@ def same(t, a):
     return (next(iter(t.values())),)
 
 
+def along_dim(t, a):
+    """Softmax-like ops: operands of one shape, normalised along an existing `dim`."""
+    ts = list(t.values())
+    check(all(x.shape == ts[0].shape for x in ts), "shape", f"operand shapes {[x.shape for x in ts]} differ")
+    check(isinstance(a.get("dim"), int), "shape", f"dim must be an int, got {a.get('dim')!r}")
+    _norm_dim(a["dim"], len(ts[0].shape))
+    return (ts[0],)
+
+
 def like_self(t, a):
     return (t["self"],)
 
@@ -52,7 +61,7 @@ def where(t, a):
 
 
 def to_dtype(t, a):
-    return (TensorType(t["self"].shape, a["dtype"]),)
+    return (make_type(t["self"].shape, a["dtype"]),)
 
 
 def one_hot(t, a):
@@ -160,7 +169,12 @@ def addmm(t, a):
 
 
 def layer_norm(t, a):
-    x = t["input"]
+    x, ns = t["input"], tuple(a["normalized_shape"])
+    check(0 < len(ns) <= len(x.shape) and x.shape[len(x.shape) - len(ns):] == ns, "shape",
+          f"normalized_shape {ns} is not a trailing part of the input shape {x.shape}")
+    for p in ("weight", "bias"):
+        check(p not in t or t[p].shape == ns, "shape", f"{p} of shape {t[p].shape if p in t else ()} "
+              f"for normalized_shape {ns}")
     k = len(x.shape) - len(a["normalized_shape"])
     stat = TensorType(x.shape[:k] + (1,) * (len(x.shape) - k), "float32")
     return (x, stat, stat)
@@ -208,4 +222,6 @@ def embedding(t, a):
 
 
 def full(t, a):
-    return (TensorType(tuple(a["size"]), a["dtype"]),)
+    check(isinstance(a["fill_value"], (bool, int, float)), "constant",
+          f"fill_value must be a Python number, got {a['fill_value']!r}")
+    return (make_type(a["size"], a["dtype"]),)

@@ -28,7 +28,10 @@ class TensorType:
 
 
 def make_type(shape, dtype, who: str = "?") -> TensorType:
-    check(dtype in _ITEMSIZE, "dtype", f"unknown dtype {dtype!r}; use one of {sorted(_ITEMSIZE)}", (who,))
+    check(isinstance(dtype, str) and dtype in _ITEMSIZE, "dtype",
+          f"unknown dtype {dtype!r}; use one of {sorted(_ITEMSIZE)}", (who,))
+    ok = isinstance(shape, (tuple, list)) and all(isinstance(s, int) and not isinstance(s, bool) for s in shape)
+    check(ok, "shape", f"a shape is a tuple of ints, got {shape!r}", (who,))
     shape = tuple(int(s) for s in shape)
     check(all(s >= 0 for s in shape), "shape", f"negative extent in {shape}", (who,))
     return TensorType(shape, dtype)

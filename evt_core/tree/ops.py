@@ -47,6 +47,7 @@ class OpInfo:
 _K = np.float32(math.sqrt(2.0 / math.pi))
 _A = np.float32(0.044715)
 _erf = np.vectorize(math.erf, otypes=[np.float64])
+erf = _erf                # public: the graph level (evt_core.partition) uses the same erf
 _SQRT_HALF = math.sqrt(0.5)
 
 

@@ -95,7 +95,7 @@ def test_bounds_hold_along_every_legal_plan(seed):
 
 
 @pytest.mark.parametrize("seed", range(12))
-def test_memo_and_deepening_do_not_change_the_optimum(seed, monkeypatch):
+def test_memo_does_not_change_the_optimum(seed, monkeypatch):
     # Same optimum with the dominance memo switched off (lookup never prunes, record no-op).
     rng = random.Random(900 + seed)
     g = random_graph(rng, rng.randint(20, 45))
@@ -144,7 +144,7 @@ def test_benchmark_graph_that_used_to_time_out_is_proved():
 
 
 def test_benchmark_graph_n200_seed0_is_proved():
-    # Unproved within 10 s before the dominance memo and target deepening (bench notes).
+    # Unproved within 10 s before the dominance memo (bench notes).
     g = random_graph(random.Random(200 * 1000 + 0), 200)
     plan = P.partition(g, cache=None, time_limit=60)
     plan.check()

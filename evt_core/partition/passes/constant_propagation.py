@@ -6,8 +6,7 @@ from math import prod
 import numpy as np
 
 from ..graph import Graph
-from ..numpy_ops import IMPL
-from ..optable import Kind
+from ..optable import OPS, Kind
 from .rewrite import const_value, rewrite
 
 _LAYOUT = frozenset({"view", "expand", "permute", "transpose", "t", "unsqueeze", "squeeze", "clone",
@@ -54,5 +53,5 @@ def _fold(node, vals, out, ins):
         return vals[0] * count if node.op == "sum" else vals[0]
     if node.op in _FOLDABLE:
         args = {p: np.float32(v) for p, v in zip(node.params, vals)}
-        return float(IMPL[node.op](**args, **dict(node.attrs)))
+        return float(OPS[node.op].impl(**args, **dict(node.attrs)))
     return None

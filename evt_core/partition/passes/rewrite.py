@@ -25,7 +25,8 @@ def copy(out: Graph, node: Node, inputs, name: str | None = None, **attrs) -> No
     if node.op == "input":
         return out._insert(node)
     merged = tuple(sorted({**dict(node.attrs), **attrs}.items()))
-    fresh = Node(name or _free(out, node.name), node.op, tuple(inputs), node.params, merged)
+    fresh = Node(name or _free(out, node.name), node.op, tuple(inputs), node.params, merged,
+                 spelling=node.spelling)
     if node.op not in OPS:   # unknown op: its declared types (every output) travel with it
         return out._insert(Node(fresh.name, fresh.op, fresh.inputs, fresh.params, fresh.attrs, node.types))
     return out.insert(fresh)

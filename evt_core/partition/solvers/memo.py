@@ -14,10 +14,10 @@ With nodes placed in topological order, the completions of a partial assignment 
 
 So two states with equal signatures have the same completions, at the same future cost.
 When the search leaves a state of signature K entered at cost c with threshold B (the pruning
-threshold, i.e. the incumbent's cost or a deepening round's target, at exit), every completion
+threshold, i.e. the incumbent's cost, at exit), every completion
 of it costs >= B: each was reached (so B <= its cost, thresholds only fall), or pruned under
 a threshold >= B. Hence the future cost of K is >= B - c, and a later state of signature K at
-cost c' is pruned when c' + (B - c) >= the threshold then. This holds across deepening rounds
+cost c' is pruned when c' + (B - c) >= the threshold then. This holds whatever the threshold was
 (the threshold only matters through B), so the table is kept for the whole solve. The
 signature is canonical (groups numbered by first relevant member)."""
 from __future__ import annotations

@@ -1,54 +1,26 @@
-"""NumPy semantics of the known ops: the one definition the reference evaluator, the NumPy
-groups of `run` and constant propagation all use. Operands arrive by parameter name, float
-tensors already widened to float32; the evaluator rounds each result to the node's dtype."""
+"""NumPy semantics of the multi-line ATen ops (softmax, losses, norms, convolution, layout
+helpers), referenced by their records in `mainloops.py` and `structural.py`. Operands arrive
+by parameter name, float tensors widened to float32; the evaluator rounds each result."""
 from __future__ import annotations
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from .shapes import dims_of, view_shape
-
-_SQRT_2_OVER_PI = 0.7978845608028654
+from ..shapes import dims_of
 
 
-def erf(x):
-    # Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7, fine against fp16/fp32), no SciPy needed.
-    s, a = np.sign(x), np.abs(x)
-    t = 1.0 / (1.0 + 0.3275911 * a)
-    y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t
-               + 0.254829592) * t * np.exp(-a * a)
-    return (s * y).astype(np.result_type(x, np.float32), copy=False)
-
-
-def gelu(self, approximate="none"):
-    if approximate == "tanh":
-        return 0.5 * self * (1 + np.tanh(_SQRT_2_OVER_PI * (self + 0.044715 * self ** 3)))
-    return 0.5 * self * (1 + erf(self / np.sqrt(np.float32(2))))
-
-
-def gelu_backward(grad_output, self, approximate="none"):
-    x = self
-    if approximate == "tanh":
-        inner = _SQRT_2_OVER_PI * (x + 0.044715 * x ** 3)
-        th = np.tanh(inner)
-        d = 0.5 * (1 + th) + 0.5 * x * (1 - th * th) * _SQRT_2_OVER_PI * (1 + 3 * 0.044715 * x * x)
-    else:
-        d = 0.5 * (1 + erf(x / np.sqrt(np.float32(2)))) + x * np.exp(-0.5 * x * x) / np.sqrt(2 * np.pi)
-    return grad_output * d
-
-
-def _reduce(fn):
+def reduce_with(fn):
     def run(self, dim=None, keepdim=False):
         return fn(self, axis=dims_of(dim, self.ndim), keepdims=keepdim)
     return run
 
 
-def _softmax(self, dim, half_to_float=False):
+def softmax(self, dim, half_to_float=False):
     e = np.exp(self - self.max(axis=dim, keepdims=True))
     return e / e.sum(axis=dim, keepdims=True)
 
 
-def _log_softmax(self, dim, half_to_float=False):
+def log_softmax(self, dim, half_to_float=False):
     s = self - self.max(axis=dim, keepdims=True)
     return s - np.log(np.exp(s).sum(axis=dim, keepdims=True))
 
@@ -158,7 +130,7 @@ def native_batch_norm_backward(grad_out, input, weight, running_mean, running_va
     return dx, dgamma, dbeta
 
 
-def _select_backward(grad_output, input_sizes, dim, index):
+def select_backward(grad_output, input_sizes, dim, index):
     out = np.zeros(tuple(input_sizes), grad_output.dtype)
     idx = [slice(None)] * len(input_sizes)
     idx[dim % len(input_sizes)] = index
@@ -166,66 +138,12 @@ def _select_backward(grad_output, input_sizes, dim, index):
     return out
 
 
-def _expand(self, size):
+def expand(self, size):
     lead = len(size) - self.ndim
     return np.broadcast_to(self, [self.shape[i - lead] if (n == -1 and i >= lead) else n
                                   for i, n in enumerate(size)])
 
 
-def _squeeze(self, dim=None):
+def squeeze(self, dim=None):
     dims = range(self.ndim) if dim is None else dims_of(dim, self.ndim)
     return self.reshape([n for i, n in enumerate(self.shape) if not (i in dims and n == 1)])
-
-
-def _un(f):
-    return lambda self: f(self)
-
-
-def _bin(f):
-    return lambda self, other: f(self, other)
-
-
-IMPL = {
-    "neg": lambda self: -self, "relu": lambda self: np.maximum(self, 0), "tanh": _un(np.tanh),
-    "sigmoid": lambda self: 1 / (1 + np.exp(-self)), "exp": _un(np.exp), "log": _un(np.log),
-    "rsqrt": lambda self: 1 / np.sqrt(self), "sqrt": _un(np.sqrt), "abs": _un(np.abs),
-    "reciprocal": lambda self: 1 / self, "clone": lambda self: self.copy(),
-    "silu": lambda self: self / (1 + np.exp(-self)), "erf": erf, "logical_not": _un(np.logical_not),
-    "gelu": gelu,
-    "add": _bin(np.add), "sub": _bin(np.subtract), "mul": _bin(np.multiply), "div": _bin(np.divide),
-    "maximum": _bin(np.maximum), "minimum": _bin(np.minimum), "rsub": lambda self, other: other - self,
-    "pow": _bin(np.power),
-    "eq": _bin(np.equal), "ne": _bin(np.not_equal), "ge": _bin(np.greater_equal), "gt": _bin(np.greater),
-    "le": _bin(np.less_equal), "lt": _bin(np.less),
-    "where": lambda condition, self, other: np.where(condition, self, other),
-    "threshold_backward": lambda grad_output, self, threshold=0.0: np.where(self <= threshold, 0, grad_output),
-    "gelu_backward": gelu_backward,
-    "tanh_backward": lambda grad_output, output: grad_output * (1 - output * output),
-    "sigmoid_backward": lambda grad_output, output: grad_output * output * (1 - output),
-    "_to_copy": lambda self, dtype: self.astype(np.float32 if dtype == "bfloat16" else dtype),
-    "one_hot": lambda self, num_classes: (self[..., None] == np.arange(num_classes)).astype(np.int64),
-    "nll_loss_forward": nll_loss_forward, "nll_loss_backward": nll_loss_backward,
-    "permute": lambda self, dims: np.transpose(self, dims),
-    "transpose": lambda self, dim0, dim1: np.swapaxes(self, dim0, dim1),
-    "t": lambda self: self.T,
-    "view": lambda self, size: self.reshape(view_shape(self.shape, size)),
-    "expand": _expand,
-    "unsqueeze": lambda self, dim: np.expand_dims(self, dim % (self.ndim + 1)),
-    "squeeze": _squeeze,
-    "getitem": lambda self, index: self[index],
-    "select": lambda self, dim, index: np.take(self, index, axis=dim),
-    "select_backward": _select_backward,
-    "sum": _reduce(np.sum), "amax": _reduce(np.max), "amin": _reduce(np.min), "mean": _reduce(np.mean),
-    "mm": lambda self, mat2: self @ mat2, "bmm": lambda self, mat2: self @ mat2,
-    "addmm": lambda self, mat1, mat2, beta=1, alpha=1: beta * self + alpha * (mat1 @ mat2),
-    "_softmax": _softmax, "_log_softmax": _log_softmax,
-    "_softmax_backward_data": lambda grad_output, output, dim, input_dtype=None:
-        output * (grad_output - (grad_output * output).sum(axis=dim, keepdims=True)),
-    "_log_softmax_backward_data": lambda grad_output, output, dim, input_dtype=None:
-        grad_output - np.exp(output) * grad_output.sum(axis=dim, keepdims=True),
-    "native_layer_norm": native_layer_norm, "native_layer_norm_backward": native_layer_norm_backward,
-    "convolution": convolution, "convolution_backward": convolution_backward,
-    "native_batch_norm": native_batch_norm, "native_batch_norm_backward": native_batch_norm_backward,
-    "embedding": lambda weight, indices: weight[indices],
-    "full": lambda size, fill_value, dtype: np.full(size, fill_value),
-}

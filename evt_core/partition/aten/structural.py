@@ -1,0 +1,68 @@
+"""Layout, indexing, reduction and constant ATen ops: one record each (kind, signature, shape
+rule, NumPy, tree node). Layout ops become `ops.permute` only at the accumulator's rank, and
+reductions `ops.sum/amax/amin/mean` over the named problem axes; the rest never enter a tree."""
+from __future__ import annotations
+
+import numpy as np
+
+from evt_core import ops as E
+
+from .. import shapes as S
+from ..shapes import dims_of, view_shape
+from . import kernels as K
+from .record import Kind, Unfusible, op
+
+_E, _R = Kind.ELEMENTWISE, Kind.REDUCTION
+_AXES = {2: "MN", 3: "LMN"}
+_LAYOUT_ONLY = "a layout change the epilogue cannot express (only permutes of the accumulator's rank)"
+
+
+def layout_perm(node, rank: int) -> tuple[int, ...]:
+    """The permutation a permute/transpose/t node applies, as dims of a rank-`rank` tensor."""
+    if node.op == "permute":
+        return tuple(d % rank for d in node.attr("dims"))
+    dims = list(range(rank))
+    i, j = (0, 1) if node.op == "t" else (node.attr("dim0") % rank, node.attr("dim1") % rank)
+    dims[i], dims[j] = dims[j], dims[i]
+    return tuple(dims)
+
+
+def _permute_tree(node, a, ctx):
+    if len(node.shape) != ctx.rank:
+        raise Unfusible(f"{node.name}: a rank-{len(node.shape)} {node.op} in a rank-{ctx.rank} epilogue")
+    return E.permute(a[0], layout_perm(node, ctx.rank))
+
+
+def _reduce_tree(node, a, ctx):
+    rank = ctx.rank
+    if len(node.shape) not in (rank, rank - 1, rank - 2) or rank not in _AXES:
+        raise Unfusible(f"{node.name}: {node.op} to rank {len(node.shape)} in a rank-{rank} epilogue")
+    over = tuple(_AXES[rank][d] for d in dims_of(node.attr("dim"), rank))
+    return getattr(E, node.op)(a[0], over=over)
+
+
+op("permute", _E, "self dims:", S.permute, lambda self, dims: np.transpose(self, dims), _permute_tree)
+op("transpose", _E, "self dim0: dim1:", S.transpose, lambda self, dim0, dim1: np.swapaxes(self, dim0, dim1),
+   _permute_tree)
+op("t", _E, "self", S.t, lambda self: self.T, _permute_tree)
+op("view", _E, "self size:", S.view, lambda self, size: self.reshape(view_shape(self.shape, size)),
+   _LAYOUT_ONLY, aliases=("reshape", "_unsafe_view"))
+op("expand", _E, "self size:", S.expand, K.expand, _LAYOUT_ONLY)
+op("unsqueeze", _E, "self dim:", S.unsqueeze, lambda self, dim: np.expand_dims(self, dim % (self.ndim + 1)),
+   _LAYOUT_ONLY)
+op("squeeze", _E, "self dim:", S.squeeze, K.squeeze, _LAYOUT_ONLY, defaults={"dim": None})
+op("select", _E, "self dim: index:", S.select, lambda self, dim, index: np.take(self, index, axis=dim),
+   "indexing has no epilogue op")
+op("select_backward", _E, "grad_output input_sizes: dim: index:", S.select_backward, K.select_backward,
+   "scatter has no epilogue op")
+op("getitem", _E, "self index:", S.getitem, lambda self, index: self[index],
+   "a tuple element: the producer is an anchor or opaque op, never an epilogue node")
+op("one_hot", _E, "self num_classes:", S.one_hot,
+   lambda self, num_classes: (self[..., None] == np.arange(num_classes)).astype(np.int64),
+   "integer values are not epilogue values", defaults={"num_classes": -1})
+for _name, _np in (("sum", np.sum), ("amax", np.max), ("amin", np.min), ("mean", np.mean)):
+    op(_name, _R, "self dim: keepdim:", S.reduce, K.reduce_with(_np), _reduce_tree,
+       defaults={"dim": None, "keepdim": False})
+op("full", Kind.CONST, "size: fill_value: dtype:", S.full,
+   lambda size, fill_value, dtype: np.full(size, fill_value),
+   "constants enter the tree as Python numbers (uniform) or loads")

@@ -1,0 +1,83 @@
+"""The graph level has one record per ATen op, with every field filled, and its semantics
+agree with the epilogue tree's (same erf, same GELU)."""
+import dataclasses
+import inspect
+
+import numpy as np
+import pytest
+
+from evt_core import partition as P
+from evt_core.partition.aten import ALIASES, REGISTRY, Kind, OpDef
+from evt_core.tree.ops import ELEMENTWISE, Op
+
+FIELDS = [f.name for f in dataclasses.fields(OpDef)]
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_every_op_has_every_field(name):
+    d = REGISTRY[name]
+    assert d.name == name and isinstance(d.kind, Kind) and d.sig
+    assert callable(d.infer) and callable(d.impl)
+    assert callable(d.tree) or (isinstance(d.tree, str) and d.tree), "tree: a rule or the reason there is none"
+    assert isinstance(d.defaults, dict) and set(d.defaults) <= {p.rstrip(":") for p in d.sig}
+    assert all(a not in REGISTRY for a in d.aliases)
+    # The NumPy implementation takes the signature's parameters by name.
+    assert set(d.tensor_params) <= set(inspect.signature(d.impl).parameters), name
+
+
+def test_there_is_one_table():
+    from evt_core.partition import optable
+    assert optable.OPS is REGISTRY and set(FIELDS) >= {"kind", "sig", "infer", "impl", "tree"}
+    assert ALIASES["softmax"] == "_softmax"
+    import importlib.util
+    assert importlib.util.find_spec("evt_core.partition.numpy_ops") is None
+    assert importlib.util.find_spec("evt_core.partition.epilogue") is None
+
+
+@pytest.mark.parametrize("op,approx", [(Op.GELU, "none"), (Op.GELU_TANH, "tanh")])
+def test_gelu_is_the_trees_gelu(op, approx):
+    x = np.linspace(-6, 6, 1001, dtype=np.float32)
+    got = REGISTRY["gelu"].impl(x, approximate=approx)
+    np.testing.assert_array_equal(got, ELEMENTWISE[op].fn(x))
+
+
+def test_erf_is_the_trees_erf():
+    import math
+    x = np.linspace(-4, 4, 101, dtype=np.float32)
+    want = np.array([math.erf(float(v)) for v in x], np.float32)
+    np.testing.assert_array_equal(REGISTRY["erf"].impl(x), want)
+
+
+def test_group_tree_builds_a_tree_without_source():
+    g = P.Graph()
+    x, w = g.input("x", (8, 16), "float16"), g.input("w", (16, 4), "float16")
+    b = g.input("b", (4,), "float16")
+    y = g.add("gelu", g.add("add", g.add("mm", x, w), b), approximate="tanh")
+    g.output(y, g.add("sum", y, [1], True))
+    plan = P.partition(g, cache=None)
+    grp = next(grp for grp in plan.groups if "mm" in grp)
+    gt = P.group_tree(g, grp, set(g.outputs) | {y.name})
+    assert gt.inputs == {"in_0": "b"} and set(gt.outputs.values()) == {y.name, "sum"}
+    from evt_core.tree.ir import Tree
+    assert isinstance(gt.tree, Tree) and gt.tree.program is not None
+
+
+def test_group_tree_equals_the_hand_written_epilogue():
+    import evt_core
+    from evt_core import ops
+    g = P.Graph()
+    x, w = g.input("x", (8, 16), "float16"), g.input("w", (16, 4), "float16")
+    b = g.input("b", (4,), "float16")
+    y = g.add("gelu", g.add("add", g.add("mm", x, w), b), approximate="tanh")
+    s = g.add("sum", y, [1], True)
+    g.output(y, s)
+    gt = P.group_tree(g, ["mm", "add", "gelu", "sum"], {"gelu", "sum"})
+
+    def epilogue(accum, in_0):
+        y = ops.gelu_tanh(accum + in_0)
+        return {"o0": y, "o1": ops.sum(y, over="N")}
+
+    examples = {"accum": np.empty((8, 4), np.float32), "in_0": np.empty((4,), np.float16),
+                "o0": np.empty((8, 4), np.float16), "o1": np.empty((8,), np.float16)}
+    assert gt.tree == evt_core.trace(epilogue, examples)
+    assert gt.outputs == {"o0": "gelu", "o1": "sum"} and gt.a == ("x", None) and gt.b == ("w", None)
