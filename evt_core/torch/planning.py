@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 
 from ..errors import EvtError, UnsupportedError
 from ..partition import Plan, partition, run_pipeline
-from ..partition.epilogue import Unfusible, _operand_perm, build
+from ..partition.aten import Unfusible
+from ..partition.aten.structural import layout_perm
+from ..partition.lowering import group_tree
 from ..partition.fx_import import aten_name, from_fx
 from ..partition.optable import ALIASES, GEMMS, Kind
 from . import ops as evt_ops
@@ -83,11 +85,8 @@ def _check_static(gm) -> None:
 
 
 def _group_kernel(g, k, grp, needed, trust, kernels, options) -> GroupKernel:
-    import evt_core
-    gg = build(g, grp, needed)
-    ns = {"ops": evt_core.ops}
-    exec(compile(gg.source, f"<epilogue of {gg.anchor.name}>", "exec"), ns)   # noqa: S102 - generated
-    tree = evt_core.trace(ns["epilogue"], gg.examples)
+    gg = group_tree(g, grp, needed)
+    tree = gg.tree
     for name in (gg.a[0], gg.b[0], *gg.inputs.values(), *gg.outputs.values()):
         if trust.get(name, "?"):
             raise Unfusible(trust.get(name) or f"{name} is not a value of the fx graph (the graph passes made it)")
@@ -164,7 +163,7 @@ def _ir_canon(g, name) -> tuple:
     perm, node = None, g.nodes[name]
     while node.op in _LAYOUT:
         if len(node.shape) >= 2:
-            perm = _compose(_operand_perm(node, len(node.shape)), perm)
+            perm = _compose(layout_perm(node, len(node.shape)), perm)
         node = g.nodes[node.inputs[0]]
     return node.name, perm
 
