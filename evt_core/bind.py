@@ -7,6 +7,7 @@ Numba device arrays). Output allocation is the backend's: `alloc(shape, dtype_na
 returns an array with exactly those element strides.
 """
 import math
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -244,12 +245,27 @@ def _allocate(op, ext, alloc, poison):
 
 
 def _alloc(alloc, op, shape, strides):
+    nbytes = math.prod(shape) * DTYPES[op.dtype].itemsize
+    if nbytes > _ALLOC_LIMIT:    # an overcommitting host would "allocate" it, then die filling it
+        raise ResourceError(f"output {op.name!r} of shape {shape} ({op.dtype}) needs {nbytes / 2 ** 30:.1f} GiB, "
+                            "more than this machine's memory; split the problem (e.g. along M)")
     try:
         return alloc(shape, op.dtype, strides)
     except MemoryError:      # NumPy's, CuPy's OutOfMemoryError and torch's are all MemoryErrors
         nbytes = math.prod(shape) * DTYPES[op.dtype].itemsize
         raise ResourceError(f"output {op.name!r} of shape {shape} ({op.dtype}) needs {nbytes / 2 ** 30:.1f} GiB, "
                             "more than can be allocated; split the problem (e.g. along M)") from None
+
+
+def _memory_limit():
+    """Twice the host's physical memory: no host or device array of a real problem is larger."""
+    try:
+        return 2 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 2 ** 50
+
+
+_ALLOC_LIMIT = _memory_limit()
 
 
 def _row_major(shape):

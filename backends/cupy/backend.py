@@ -116,14 +116,35 @@ class CupyRunner:
             self._compiled[key] = k
         return k
 
-    def _select(self, spec, bound):
+    def _forced_tile(self, spec, report):
+        """The forced `tile` option's kernel. Where its stages leave no room for the epilogue's
+        staging buffers, the broadcast-vector buffers, then aux TMA loads, then the extra TMA
+        stores give way (slower, never refused), and `report` says so."""
+        import dataclasses
+        tile, err = self.options["tile"], None
+        steps = [({}, None), ({"tile_vecs": False}, "broadcast vectors loaded per fragment"),
+                 ({"tile_vecs": False, "aux_tma": ()}, "aux inputs loaded per fragment"),
+                 ({"tile_vecs": False, "aux_tma": (), "tma_extra": ()}, "extra outputs stored per fragment")]
+        for change, why in steps:
+            lighter = dataclasses.replace(spec, **change)
+            try:
+                cfg = fit_stages(self.program, lighter, tile)
+            except UnsupportedError as e:
+                err = e
+                continue
+            if why:
+                report.append(f"tile {tile.label()} leaves no shared memory for the staging buffers: {why}")
+            return self._build(lighter, cfg)
+        raise err
+
+    def _select(self, spec, bound, report=None):
         sc = autotune.shape_class(bound)
         k = self._choice.get((spec, sc))
         if k is not None:
             return k
         configs = candidates(self.program, spec)
         if self.options["tile"] is not None:
-            k = self._build(spec, fit_stages(self.program, spec, self.options["tile"]))
+            k = self._forced_tile(spec, report if report is not None else [])
         elif not self.options["autotune"] or len(configs) == 1:
             k = self._build(spec, configs[0])
         else:
@@ -157,9 +178,9 @@ class CupyRunner:
         bound = bind(self.program, dA, dB, dev, alloc.alloc, alloc.fill, upload=to_device)
         report = []
         spec = decide_spec(self.program, bound, self.options, self._device_info()[0], report)
-        kernel = self._select(spec, bound)
+        kernel = self._select(spec, bound, report)
         if self.stages is not None:
-            self.stages["fast_paths"] = fast_path_summary(self.program, spec, kernel.cfg, report)
+            self.stages["fast_paths"] = fast_path_summary(self.program, kernel.spec, kernel.cfg, report)
         prepared = kernel.prepare(bound)
         made = alloc.made
         prepared.fire([a.ptr for a in made], side)

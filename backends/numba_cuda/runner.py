@@ -223,7 +223,10 @@ class _Plan:
     microseconds) would otherwise dominate small launches."""
 
     def __init__(self, program, b):
-        self.p, self.b = program, b
+        # the problem and A/B strides only: holding b's arrays would keep the first call's
+        # outputs alive (torch's CUDA-graph trees refuse allocations nobody returned)
+        self.p = program
+        self.problem = (b.L, b.M, b.N, b.K, b.a_strides, b.b_strides, b.dtype)
         self.in_strides = [t.strides for t in b.inputs]
         self.out_specs = [_spec(t) for t in b.outputs]
         self.red_specs = [_spec(t) for t in b.reductions]
@@ -247,8 +250,8 @@ class _Plan:
         by_name = {op.name: t.array for op, t in zip(self.p.outputs, outs)}
         by_name.update({r.name: t.array for r, t in zip(self.p.reductions, reds)})
         ins = [Tensor(vin[op.name], st) for op, st in zip(self.p.inputs, self.in_strides)]
-        b = self.b
-        return Bound(b.L, b.M, b.N, b.K, va, vb, b.a_strides, b.b_strides, b.dtype, ins, scalars, outs, reds,
+        L, M, N, K, a_strides, b_strides, dtype = self.problem
+        return Bound(L, M, N, K, va, vb, a_strides, b_strides, dtype, ins, scalars, outs, reds,
                      {n: by_name[n] for n in self.p.result_names})
 
 
