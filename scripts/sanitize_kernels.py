@@ -8,6 +8,7 @@ import numpy as np
 
 import evt_core
 from evt_core import ops
+from evt_core.dtypes import DTYPES
 
 M, N, K, L = 200, 264, 72, 2
 
@@ -29,7 +30,7 @@ def main():
             C = torch.tensor(rng.integers(-2, 3, (L, M, N)), dtype=tdt, device="cuda")
             bias = torch.tensor(rng.integers(-2, 3, (N,)), dtype=torch.float32, device="cuda")
             host = lambda t: t.float().cpu().numpy().astype(np.float32)  # noqa: E731
-            ex = {"accum": np.empty((L, M, N), np.float32), "C": np.zeros((L, M, N), np.float32), "bias": host(bias),
+            ex = {"accum": np.empty((L, M, N), np.float32), "C": np.zeros((L, M, N), DTYPES[dt]), "bias": host(bias),
                   "alpha": 0.5, "Z": np.empty((L, M, N), np.float16), "G": np.empty((L, M, N), np.float16),
                   "colsum": np.empty((L, N), np.float32), "rowmax": np.empty((L, M), np.float32)}
             tree = evt_core.trace(epi, ex)
