@@ -37,7 +37,7 @@ def main():
             kernel = evt_core.compile(tree, backend=backend)
             got = kernel(A, B, C=C, bias=bias, alpha=0.5)
             torch.cuda.synchronize()
-            ref = evt_core.interpret(tree, host(A), host(B), C=host(C), bias=host(bias), alpha=0.5)
+            ref = evt_core.interpret(tree, host(A), host(B), C=host(C).astype(DTYPES[dt]), bias=host(bias), alpha=0.5)
             bad = [k for k in ref if not np.allclose(host(got[k]), ref[k], rtol=2e-2, atol=2e-2)]
             failures += bool(bad)
             print(f"{backend} {dt}: {'MISMATCH ' + str(bad) if bad else 'ok'}", flush=True)
