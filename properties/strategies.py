@@ -399,6 +399,20 @@ def ulp(x, dtype):
     return np.maximum(np.exp2(e) * float(fi.eps), sub)
 
 
+def assert_identical(a, b, what, names=("", "")):
+    """a and b have one dtype and shape and equal values (NaN equal to NaN), else an
+    AssertionError at the first differing element; `names` label the two sides."""
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.dtype == b.dtype and a.shape == b.shape, f"{what}: {a.dtype}{a.shape} vs {b.dtype}{b.shape}"
+    fa, fb = a.astype(np.float64), b.astype(np.float64)
+    same = (fa == fb) | (np.isnan(fa) & np.isnan(fb))
+    if not same.all():
+        idx = tuple(int(i) for i in np.argwhere(~same)[0])
+        na, nb = (f"{n} " if n else "" for n in names)
+        raise AssertionError(f"{what}: differs at {idx}: {na}{fa[idx]!r} vs {nb}{fb[idx]!r} "
+                             f"({int((~same).sum())} elements differ)")
+
+
 def assert_close(got, ref, dtype, what, *, K=1, bound=None, rtol=None, atol=None, note=""):
     """Staged comparison of `got` with `ref` (float64 or any dtype): first the dtype, then the
     shape, then |got - ref| <= atol + rtol*|ref| + bound (bound: an optional elementwise

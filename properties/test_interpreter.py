@@ -25,7 +25,7 @@ from evt_core.tree.pipeline import PIPELINE, run_pipeline
 from evt_core.tree.verify import verify, verify_tree_shape
 
 from . import reference64
-from .strategies import NP_DTYPES, epilogues, second_problem, ulp
+from .strategies import NP_DTYPES, assert_identical, epilogues, second_problem, ulp
 
 CAP = settings(max_examples=min(settings.default.max_examples, 80))
 
@@ -61,17 +61,6 @@ def test_interpreter_matches_float64(case):
     check_against_float64(case, got, case.A, case.B, case.inputs)
 
 
-def _same(a, b, what):
-    a, b = np.asarray(a), np.asarray(b)
-    assert a.dtype == b.dtype and a.shape == b.shape, f"{what}: {a.dtype}{a.shape} vs {b.dtype}{b.shape}"
-    fa, fb = a.astype(np.float64), b.astype(np.float64)
-    same = (fa == fb) | (np.isnan(fa) & np.isnan(fb))
-    if not same.all():
-        idx = tuple(int(i) for i in np.argwhere(~same)[0])
-        raise AssertionError(f"{what}: differs at {idx}: {fa[idx]!r} vs {fb[idx]!r} "
-                             f"({int((~same).sum())} elements differ)")
-
-
 @CAP
 @given(case=epilogues())
 def test_every_pipeline_prefix_preserves_results(case):
@@ -88,7 +77,7 @@ def test_every_pipeline_prefix_preserves_results(case):
         stage = "make_tree" if k == 0 else f"after {k} passes ({PIPELINE[k - 1].__name__})"
         got = interpret_any_stage(tree.replace(program=None), case.A, case.B, **case.inputs)
         for name in full:
-            _same(got[name], full[name], f"output {name!r} {stage}")
+            assert_identical(got[name], full[name], f"output {name!r} {stage}")
     verify_tree_shape(tree)
     assert tree == full_tree, "the pipeline is not deterministic: two runs built different trees"
     # run_pipeline on each prefix that can be lowered (layout nodes are gone after pass 3)
@@ -98,7 +87,7 @@ def test_every_pipeline_prefix_preserves_results(case):
                          check=k == len(PIPELINE))
         got = evt_core.interpret(t, case.A, case.B, **case.inputs)
         for name in full:
-            _same(got[name], full[name], f"output {name!r} run_pipeline(passes=PIPELINE[:{k}])")
+            assert_identical(got[name], full[name], f"output {name!r} run_pipeline(passes=PIPELINE[:{k}])")
 
 
 @CAP

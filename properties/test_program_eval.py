@@ -23,20 +23,9 @@ from evt_core.tree.outputs import make_tree
 from evt_core.tree.pipeline import PIPELINE
 
 from . import strategies
-from .strategies import epilogues, second_problem
+from .strategies import assert_identical, epilogues, second_problem
 
 CAP = settings(max_examples=min(settings.default.max_examples, 60))
-
-
-def _same(a, b, what):
-    a, b = np.asarray(a), np.asarray(b)
-    assert a.dtype == b.dtype and a.shape == b.shape, f"{what}: {a.dtype}{a.shape} vs {b.dtype}{b.shape}"
-    fa, fb = a.astype(np.float64), b.astype(np.float64)
-    same = (fa == fb) | (np.isnan(fa) & np.isnan(fb))
-    if not same.all():
-        idx = tuple(int(i) for i in np.argwhere(~same)[0])
-        raise AssertionError(f"{what}: differs at {idx}: program {fa[idx]!r} vs tree {fb[idx]!r} "
-                             f"({int((~same).sum())} elements differ)")
 
 
 def lowerable(tree):
@@ -57,7 +46,7 @@ def check_program_matches_tree(tree, A, B, inputs, stage):
     got = evaluate_program(program, A, B, inputs)
     assert list(got) == list(want), f"{stage}: outputs {list(got)} vs {list(want)}"
     for name in want:
-        _same(got[name], want[name], f"output {name!r} {stage}\n{program.describe()}")
+        assert_identical(got[name], want[name], f"output {name!r} {stage}\n{program.describe()}", ("program", "tree"))
 
 
 @CAP
@@ -87,7 +76,7 @@ def test_public_interpret_is_the_program_at_another_size(case, data):
     got = evt_core.interpret(tree, A, B, **inputs)
     want = interpret_tree(tree, A, B, **inputs)
     for name in want:
-        _same(got[name], want[name], f"output {name!r} at {(L, M, N, K)}")
+        assert_identical(got[name], want[name], f"output {name!r} at {(L, M, N, K)}", ("program", "tree"))
 
 
 def test_the_strategy_draws_every_elementwise_op():
