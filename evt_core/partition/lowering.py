@@ -21,7 +21,7 @@ from .graph import Graph, Node
 from .optable import GEMMS, OPS, Kind
 from .shapes import dims_of
 
-_LOADABLE = ("float16", "float32")
+_LOADABLE = ("float16", "bfloat16", "float32")
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ def group_tree(g: Graph, group: list[str], needed: set[str]) -> GroupTree:
         shape = _reduced_shape(g, node) if node.kind is Kind.REDUCTION else node.shape
         examples[key] = np.empty(shape, node.types[0].numpy_dtype())
     param_of = {v: p for p, v in inputs.items()}
-    ctx = SimpleNamespace(rank=len(anchor.shape))
+    ctx = SimpleNamespace(rank=len(anchor.shape), graph=g)
 
     def epilogue(**vals):
         env = {}
@@ -101,7 +101,7 @@ def _operands(g: Graph, anchor: Node, body, inside):
             consts[name] = float(node.attr("fill_value"))
             continue
         if node.dtype not in _LOADABLE:
-            raise Unfusible(f"{name} is {node.dtype}; epilogue loads are float16/float32")
+            raise Unfusible(f"{name} is {node.dtype}; epilogue loads are float16/bfloat16/float32")
         p = f"in_{len(inputs)}"
         inputs[p] = name
         examples[p] = np.empty(node.shape, node.types[0].numpy_dtype())

@@ -45,3 +45,15 @@ def test_reshape_of_transposed_input_binds_a_frame_copy():
     C = inputs["C"]
     want = C.transpose(2, 1, 0).reshape(6, 16, 8)
     assert np.array_equal(t.array, want)
+
+
+def test_output_layout_no_strides_express_is_refused_at_trace_time():
+    """A head split (reshape, permute) of the accumulator stored as its own array: reading it
+    back as the (M, N) frame would merge permuted dims, so no strides write it."""
+    from evt_core import ops
+    from evt_core.errors import UnsupportedError
+
+    def epi(accum):
+        return {"o": ops.permute(ops.reshape(accum, (2, 8, 3, 4)), (0, 2, 1, 3))}
+    with pytest.raises(UnsupportedError, match="'o'.*no strides can express"):
+        evt_core.trace(epi, {"accum": np.empty((16, 12), np.float32), "o": np.empty((2, 3, 8, 4), np.float16)})

@@ -28,13 +28,24 @@ def layout_perm(node, rank: int) -> tuple[int, ...]:
 
 
 def _permute_tree(node, a, ctx):
-    if len(node.shape) != ctx.rank:
-        raise Unfusible(f"{node.name}: a rank-{len(node.shape)} {node.op} in a rank-{ctx.rank} epilogue")
-    return E.permute(a[0], layout_perm(node, ctx.rank))
+    # at the value's own rank: after a view (a head split, say) that is not the accumulator's
+    return E.permute(a[0], layout_perm(node, len(node.shape)))
+
+
+def _view_tree(node, a, ctx):
+    """A view/reshape becomes `ops.reshape` to the node's static shape: the layout pass turns it
+    into store strides (on accumulator values) or load strides (on the others), and refuses
+    what no strides express (a TraceError/UnsupportedError the caller reports as unfused)."""
+    return E.reshape(a[0], tuple(node.shape))
 
 
 def _reduce_tree(node, a, ctx):
     rank = ctx.rank
+    src = getattr(ctx, "graph", None)
+    if src is not None and len(src.nodes[node.inputs[0]].shape) != rank:
+        # its dims would name axes of another rank than the accumulator's problem axes
+        raise Unfusible(f"{node.name}: {node.op} of a rank-{len(src.nodes[node.inputs[0]].shape)} value "
+                        f"in a rank-{rank} epilogue")
     if len(node.shape) not in (rank, rank - 1, rank - 2) or rank not in _AXES:
         raise Unfusible(f"{node.name}: {node.op} to rank {len(node.shape)} in a rank-{rank} epilogue")
     over = tuple(_AXES[rank][d] for d in dims_of(node.attr("dim"), rank))
@@ -46,7 +57,7 @@ op("transpose", _E, "self dim0: dim1:", S.transpose, lambda self, dim0, dim1: np
    _permute_tree)
 op("t", _E, "self", S.t, lambda self: self.T, _permute_tree)
 op("view", _E, "self size:", S.view, lambda self, size: self.reshape(view_shape(self.shape, size)),
-   _LAYOUT_ONLY, aliases=("reshape", "_unsafe_view"))
+   _view_tree, aliases=("reshape", "_unsafe_view"))
 op("expand", _E, "self size:", S.expand, K.expand, _LAYOUT_ONLY)
 op("unsqueeze", _E, "self dim:", S.unsqueeze, lambda self, dim: np.expand_dims(self, dim % (self.ndim + 1)),
    _LAYOUT_ONLY)
