@@ -16,7 +16,7 @@ run_launch_probe() {   # host cost per call of tiny problems -> launch.txt
 #   scripts/gpu_suite.sh                  # full: tests, then the benchmark (all shapes, 5 rounds)
 #   scripts/gpu_suite.sh --quick          # benchmark in quick mode (3 rounds, torch.compile on one shape)
 #   scripts/gpu_suite.sh --skip-compile --shapes 8192x3072x768   # any other bench.run options pass through
-# On the device tool: run(command="scripts/gpu_suite.sh", timeout_s=600); the files come back from $OUT.
+# On a remote GPU machine: set OUT to the folder whose files you collect afterwards.
 #
 # Output goes to $OUT when set (the device machine), else to bench/out, and in that case RESULTS.md,
 # results.json and plot.png are also copied to bench/. Every stage runs under its own time limit and
