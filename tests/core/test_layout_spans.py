@@ -57,3 +57,26 @@ def test_output_layout_no_strides_express_is_refused_at_trace_time():
         return {"o": ops.permute(ops.reshape(accum, (2, 8, 3, 4)), (0, 2, 1, 3))}
     with pytest.raises(UnsupportedError, match="'o'.*no strides can express"):
         evt_core.trace(epi, {"accum": np.empty((16, 12), np.float32), "o": np.empty((2, 3, 8, 4), np.float16)})
+
+
+def test_layouts_that_undo_each_other_leave_the_accumulator_layout():
+    """view -> op -> view back (torch's (B*S, H) -> (B, S, H) -> (B*S, H)) and a permute pair
+    cancel: the output needs no view and a reduction of the result is legal."""
+    from evt_core import ops
+
+    def epi(accum, b):
+        y = ops.reshape(ops.relu(ops.reshape(accum, (2, 16, 8)) + b), (32, 8))
+        z = ops.permute(ops.permute(accum, (1, 0)) * 2.0, (1, 0))
+        return {"D": y, "S": ops.sum(y, over="M"), "Z": z}
+    ex = {"accum": np.empty((32, 8), np.float32), "b": np.ones((8,), np.float32), "D": np.empty((32, 8), np.float16),
+          "S": np.empty((8,), np.float32), "Z": np.empty((32, 8), np.float32)}
+    tree = evt_core.trace(epi, ex)
+    p = lower(tree)
+    assert all(not any(k in ("reshape", "permute") for k, _ in o.view) for o in p.outputs)
+    rng = np.random.default_rng(1)
+    A = rng.integers(-2, 3, (32, 4)).astype(np.float16)
+    B = rng.integers(-2, 3, (4, 8)).astype(np.float16)
+    got = evt_core.interpret(tree, A, B, b=ex["b"])
+    acc = A.astype(np.float32) @ B.astype(np.float32)
+    assert np.array_equal(got["S"], np.maximum(acc + 1, 0).sum(0))
+    assert np.array_equal(got["Z"], acc * 2)

@@ -48,7 +48,7 @@ def eliminate_layout(tree):
             return node, ()
         if node.op in LAYOUT:
             inner, steps = hoist(node.src[0])
-            return inner, steps + ((node.op, node.arg, node.src[0].shape),)
+            return inner, _simplify(steps + ((node.op, node.arg, node.src[0].shape),))
         if node.op in REDUCTIONS:
             inner, steps = hoist(node.src[0])
             if steps:
@@ -82,6 +82,22 @@ def eliminate_layout(tree):
         return node.replace(src=(inner,), arg=arg)
 
     return rewrite(tree, fix)
+
+
+def _simplify(steps):
+    """The same layout with consecutive reshapes merged, consecutive permutes composed and
+    identities dropped, so a view that a later view undoes (torch's graphs are full of
+    (B*S, H) -> (B, S, H) -> (B*S, H)) leaves the accumulator in its own layout."""
+    out = []
+    for op, arg, src in steps:
+        arg = tuple(_apply_shape(src, ((op, arg),))) if op is Op.RESHAPE else tuple(arg)
+        if out and out[-1][0] is op:
+            prev_arg, prev_src = out.pop()[1:]
+            arg, src = (arg, prev_src) if op is Op.RESHAPE else (tuple(prev_arg[i] for i in arg), prev_src)
+        identity = tuple(arg) == tuple(src) if op is Op.RESHAPE else tuple(arg) == tuple(range(len(arg)))
+        if not identity:
+            out.append((op, arg, src))
+    return tuple(out)
 
 
 def _check_writable(node, operand):
