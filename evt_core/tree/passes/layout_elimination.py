@@ -29,9 +29,9 @@ def eliminate_layout(tree):
             if node.op in ELEMENTWISE or node.op in REDUCTIONS:
                 return node.replace(src=tuple(down(s, ()) for s in node.src))
             return node
-        shape = _apply_shape(node.shape, steps)
         if node.op in (Op.CONST, Op.SCALAR):
             return node                      # a scalar is the same in every layout
+        shape = _apply_shape(node.shape, steps)
         if node.op is Op.LOAD:
             view = node.arg.view + tuple((k.value, a) for k, a in steps)
             return node.replace(arg=_with_view(node.arg, view), shape=shape)
