@@ -28,7 +28,7 @@ def _array_key(x):
             return None
         return (x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15 == 0)
     if mod.startswith("cupy"):
-        return (x.shape, x.strides, x.dtype, x.data.ptr & 15 == 0)
+        return (x.shape, x.strides, x.dtype, x.device.id, x.data.ptr & 15 == 0)
     return None
 
 
