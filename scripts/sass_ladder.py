@@ -16,7 +16,7 @@ import evt_core
 from bench.ladder import LADDER
 import evt_backends
 from evt_backends.cupy.select import candidates, generate, smem_bytes
-from evt_backends.cupy.nvcc_check import build
+from bench.nvcc_check import build
 from types import SimpleNamespace
 from evt_backends.cupy.backend import CupyBackend
 from evt_backends.cupy.select import decide_spec

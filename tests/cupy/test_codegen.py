@@ -8,7 +8,7 @@ import pytest
 
 from evt_core.tree.ops import Op
 
-from evt_backends.cupy import programs as P
+from bench import programs as P
 from evt_backends.cupy.codegen.epilogue import arg_layout
 from evt_backends.cupy.codegen.plan import N_BROADCAST, N_GENERIC, N_UNIT, N_UNIT_PAIR, TileConfig
 from evt_backends.cupy.codegen.spelling import CUDA_SPELLING, float_literal

@@ -5,7 +5,7 @@ import os
 import numpy as np
 import pytest
 
-from evt_backends.cupy.nvcc_check import find_tool
+from bench.nvcc_check import find_tool
 
 _PATH = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "fast_math_error.py")
 

@@ -4,9 +4,9 @@ sm80 path, plain FFMA for fp32). ~14 representative kernels, a few seconds each;
 the matrix runs in tests/gpu/test_cupy.py."""
 import pytest
 
-from evt_backends.cupy import programs as P
+from bench import programs as P
 from evt_backends.cupy.codegen.plan import N_GENERIC, N_UNIT, TileConfig
-from evt_backends.cupy.nvcc_check import build, find_tool
+from bench.nvcc_check import build, find_tool
 from evt_backends.cupy.select import SMEM_LIMIT, generate, smem_bytes
 
 from .helpers import canonical_spec

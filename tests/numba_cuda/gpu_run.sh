@@ -17,5 +17,5 @@ for k in "${shards[@]}"; do
 done
 wait
 tail -n 3 $OUT/shard*.log
-timeout ${REPORT_S:-80} python3 -m evt_backends.numba_cuda.gpu_report 2>&1 | tee $OUT/report.txt
+timeout ${REPORT_S:-80} python3 -m bench.numba_gpu_report 2>&1 | tee $OUT/report.txt
 grep -h -E "FAILED|Error" $OUT/shard*.log | head -20

@@ -1,4 +1,4 @@
-"""`python -m evt_backends.numba_cuda.gpu_report`: on a GPU, print the SASS opcode counts of the
+"""`python3 -m bench.numba_gpu_report`: on a GPU, print the SASS opcode counts of the
 tensor-core kernel, the host cost per launch of the thin launch path, and the fused
 GEMM + bias + ReLU time at 8192x3072x768 fp16 against torch.matmul (interleaved, CUDA events,
 medians). Needs torch; writes nothing but stdout."""
@@ -24,7 +24,7 @@ def _tree(M, N, dt):
 
 def sass_report():
     """Opcode counts of every kernel this process built (cubins from nvJitLink)."""
-    from . import build
+    from evt_backends.numba_cuda import build
     want = ("HMMA", "LDSM", "LDGSTS", "CALL", "LDL", "STL", "BAR", "FFMA", "STG", "LDG", "REDG")
     for built in build._memory.values():
         if built.image_kind == "cubin":

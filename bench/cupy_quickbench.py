@@ -1,7 +1,7 @@
 """Quick interleaved timing of the fused bias+GELU kernel against bare cuBLAS (torch.matmul)
 and torch's unfused matmul+bias+gelu, plus the host launch overhead. Run on a GPU:
 
-    EVT_POISON=0 python -m evt_backends.cupy.quickbench
+    EVT_POISON=0 python3 -m bench.cupy_quickbench
 
 Interleaved rounds, medians (hopper-gemm-notes §3: the H200 runs GEMMs at its power cap, so
 only round-robin timing is a fair comparison).
