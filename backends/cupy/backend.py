@@ -48,20 +48,15 @@ class CupyBackend(Backend):
         return Support.yes()
 
     def compile(self, tree, options):
-        opts = dict(self.options)
-        for k, v in options.items():
-            if k not in self.options:
-                raise UnsupportedError(f"the cupy backend has no option {k!r}; it takes {sorted(self.options)}")
-            opts[k] = v
+        """evt_core.compile has checked the option names, available() and supports(); the
+        values of this backend's own options are checked here."""
+        opts = {**self.options, **options}
         if opts["mainloop"] not in MAINLOOPS:
             raise UnsupportedError(f"mainloop={opts['mainloop']!r} is not one of {MAINLOOPS}")
         if opts["fast_math"] not in (True, False, "auto"):
             raise UnsupportedError(f"fast_math={opts['fast_math']!r} is not True, False or 'auto'")
         if opts["tile"] is not None and not isinstance(opts["tile"], TileConfig):
             raise UnsupportedError("tile= takes a backends.cupy.codegen.plan.TileConfig or None")
-        support = self.supports(tree, opts)
-        if not support:
-            raise UnsupportedError(support.reason, support.node)
         runner = CupyRunner(tree.program, opts)
         stages = {"program": tree.program.describe(), "cuda_c": runner.preview_source()}
         runner.stages = stages       # each new call layout records stages["fast_paths"]

@@ -10,7 +10,6 @@ import os
 import threading
 
 from evt_core.backend import Backend, Kernel, Support
-from evt_core.errors import BackendUnavailableError, UnsupportedError
 from evt_core.tree.ops import LEAVES, Op
 
 from .spelling import SPELLING
@@ -55,21 +54,12 @@ class NumbaCudaBackend(Backend):
         return f"{self.name}-{CODE_VERSION}"
 
     def compile(self, tree, options):
+        """evt_core.compile has checked the option names, available() and supports()."""
         from .build import cache_key
         from .kernel_simt import GPU_TILING, simt_source
         from .runner import Runner
-        for key in options:
-            if key not in self.options:
-                raise UnsupportedError(f"numba_cuda does not take option {key!r}; it takes "
-                                       f"{', '.join(f'{k}={v!r}' for k, v in self.options.items())}")
         opts = {**self.options, **options}
-        ok = self.available()
-        if not ok:
-            raise BackendUnavailableError(ok.reason)
         program = tree.program
-        verdict = self.supports(tree, {})
-        if not verdict:
-            raise UnsupportedError(verdict.reason, verdict.node)
         source = simt_source(program, "float32", GPU_TILING, opts["deterministic"])
         base = cache_key(program.key(), sorted(opts.items()), self.hash(), _numba_cuda_version())
         with _lock:
