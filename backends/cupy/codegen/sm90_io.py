@@ -1,0 +1,120 @@
+"""The sm_90a kernels' epilogue data movement, beside the mainloop in sm90.py: TMA loads of
+(M, N) aux inputs issued by the producer (aux_tma), broadcast vectors staged once per tile in
+shared memory, and TMA stores of the staged 16-bit outputs. Each function returns CUDA source
+for one place in the kernel; sm90.generate and generate_pingpong splice them in."""
+from .epilogue import _offset
+from .plan import VEC_ROW, tile_vectors, tma_outputs
+from .prelude import STORAGE
+
+
+def aux_geometry(spec, cfg):
+    """aux_tma: (buffers, m-halves per buffer, 64-column panels, bytes per buffer, bytes per input)."""
+    nb = 2 if cfg.pingpong else 1          # ping-pong: one buffer per consumer WG (two tiles live)
+    mh = cfg.bm // 64 if cfg.pingpong else 2
+    panels = cfg.bn // 64
+    per_input = mh * panels * 8192
+    return nb, mh, panels, per_input * len(spec.aux_tma), per_input
+
+
+def _tma_load(which, batched, dst, x, y, bar):
+    if batched:
+        return f"evt_tma_load_3d({dst}, &{which}, {x}, {y}, l, {bar});"
+    return f"evt_tma_load_2d({dst}, &{which}, {x}, {y}, {bar});"
+
+
+def _store(program, spec, o, x, y, src):
+    """TMA store of staged output slot o's 64 x 64 panel at column x, row y."""
+    k = tma_outputs(spec)[o]
+    tm = "tmD" if o == 0 else f"tmD{o}"
+    if program.batched and program.spans(program.outputs[k])[0]:
+        return f"evt_tma_store_3d(&{tm}, {x}, {y}, l, {src});"
+    return f"evt_tma_store_2d(&{tm}, {x}, {y}, {src});"
+
+
+def _aux_init(spec, cfg):
+    if not spec.aux_tma:
+        return ""
+    nb = aux_geometry(spec, cfg)[0]
+    readers = 128 if cfg.pingpong else 256
+    return (f"\n    for (int b = 0; b < {nb}; ++b) {{ evt_mbar_init(abars + 8 * b, 1); "
+            f"evt_mbar_init(abars + 8 * ({nb} + b), {readers}); }}   // aux_tma: full[b], empty[b]")
+
+
+def _aux_producer(program, spec, cfg, off):
+    """aux_tma, producer thread, inside the k-block loop: once the tile's first min(KB, S) k-blocks
+    are queued (the mainloop is about to start, so the previous tile of this buffer is being or has
+    been consumed), wait until the consumers released the buffer and TMA-load the tile's M x N
+    inputs as 64 x 64 128B-swizzled panels: input x, m-half h, panel c at ((x*MH + h)*P + c)*8 KB."""
+    if not spec.aux_tma:
+        return ""
+    nb, mh, panels, buf, per = aux_geometry(spec, cfg)
+    ab = "(u32)(it & 1)" if cfg.pingpong else "0u"
+    aph = "(u32)((it >> 1) & 1)" if cfg.pingpong else "(u32)(it & 1)"
+    loads = []
+    for x, k in enumerate(spec.aux_tma):
+        batched = program.batched and program.spans(program.inputs[k])[0]
+        ld = _tma_load(f"tmX{x}", batched, f"xb + {x * per} + (h * {panels} + c) * 8192", "n0 + 64 * c",
+                       "m0 + 64 * h", "afb")
+        loads.append(f"            for (int h = 0; h < {mh}; ++h) for (int c = 0; c < {panels}; ++c) {ld}")
+    loads = "\n".join(loads)
+    return f"""
+          if (kb == auxkb) {{      // aux_tma: this tile's M x N inputs
+            const u32 ab = {ab}, aph = {aph};
+            evt_mbar_wait(abars + 8 * ({nb} + ab), aph ^ 1);    // the consumers are done with buffer ab
+            const u32 afb = abars + 8 * ab;
+            evt_mbar_expect_tx(afb, {buf});                    // full boxes, zero-filled past the edges
+            const u32 xb = sbase + {off['aux']} + ab * {buf};
+{loads}
+          }}"""
+
+
+def _aux_consumer(spec, cfg, off):
+    """aux_tma, consumer side: (wait before the epilogue, release after it)."""
+    if not spec.aux_tma:
+        return "", ""
+    nb, mh, panels, buf, per = aux_geometry(spec, cfg)
+    if cfg.pingpong:
+        ab, aph, base = "(u32)(it & 1)", "(u32)((it >> 1) & 1)", f"sbase + {off['aux']} + ab * {buf}"
+    else:
+        ab, aph, base = "0u", "(u32)(it & 1)", f"sbase + {off['aux']} + wg * {panels * 8192}"
+    wait = (f"      const u32 ab = {ab}, aph = {aph};\n"
+            f"      evt_mbar_wait(abars + 8 * ab, aph);            // aux_tma: this tile's inputs are in shared memory\n"
+            f"      const u32 auxw = {base};                       // shared-space address of buffer ab")
+    release = f"      evt_mbar_arrive(abars + 8 * ({nb} + ab));         // aux_tma: every thread is done reading buffer ab"
+    return wait, release
+
+
+def _tile_vectors(program, spec, cfg, off, m0w, rows, staged):
+    """Broadcast vectors (plan.tile_vectors), consumer side: (code at the tile's start, which
+    loads this thread's share of every vector into registers so the loads fly during the
+    mainloop; code after the mainloop, which stores them into the warpgroup's buffer `vs`).
+    Thread tid holds elements tid, tid + 128, ...; zero past the problem's edges. Ordering:
+    with staged outputs, the epilogue's first named barrier publishes the stores and the
+    barrier after the previous tile's last panel made the buffer free; otherwise two named
+    barriers do both."""
+    tv = tile_vectors(program, spec)
+    if not tv:
+        return "", ""
+    pre, st = ["      // tile vectors: issued now, consumed after the mainloop"], []
+    for k, (kind, boff) in tv.items():
+        op = program.inputs[k]
+        ty = STORAGE[op.dtype]
+        n_el = cfg.bn if kind == VEC_ROW else rows
+        per = (n_el + 127) // 128
+        spans = program.spans(op)
+        if kind == VEC_ROW:
+            idx, ok = "const int n = n0 + c;", f"c < {n_el} && n < a.N"
+            ptr = f"a.in{k} + ({_offset(f'in{k}', spans)}) + (long long)n * a.in{k}_sN"
+        else:
+            idx, ok = f"const int m = {m0w} + c;", f"c < {n_el} && m < a.M"
+            ptr = f"a.in{k} + ({_offset(f'in{k}', spans)})"
+        pre.append(f"      {ty} tv{k}[{per}];\n      #pragma unroll\n"
+                   f"      for (int i = 0; i < {per}; ++i) {{ const int c = tid + 128 * i; {idx} "
+                   f"tv{k}[i] = ({ok}) ? __ldg({ptr}) : ({ty})0; }}")
+        sts = "evt_sts_f32" if ty == "float" else "evt_sts_u16"
+        item = 4 if ty == "float" else 2
+        st.append(f"      #pragma unroll\n      for (int i = 0; i < {per}; ++i) {{ const int c = tid + 128 * i; "
+                  f"if (c < {n_el}) {sts}(vs + {boff} + {item} * c, tv{k}[i]); }}")
+    bar = "      evt_named_bar(1 + wg, 128);"
+    stage = "\n".join(st) if staged else "\n".join([bar + "   // the previous tile's epilogue is done with vs"] + st + [bar])
+    return "\n".join(pre), stage
