@@ -80,3 +80,18 @@ def test_layouts_that_undo_each_other_leave_the_accumulator_layout():
     acc = A.astype(np.float32) @ B.astype(np.float32)
     assert np.array_equal(got["S"], np.maximum(acc + 1, 0).sum(0))
     assert np.array_equal(got["Z"], acc * 2)
+
+
+def test_bind_uploads_numpy_inputs_after_their_layout_checks():
+    """A backend that moves NumPy inputs to its device (upload=) gets the frame-shaped copy of a
+    layout no strides express, and frame strides read off the uploaded array."""
+    uploads = []
+
+    def upload(x, what):
+        uploads.append((what, x.shape))
+        return np.ascontiguousarray(x)          # a stand-in device array (C order, like cupy.asarray)
+    tree, A, B, inputs = layout_cases.build("reshaped_permuted_in", 6, 16, 8, 8)
+    b = bind(lower(tree), A, B, inputs, numpy_alloc, upload=upload)
+    assert uploads == [("input 'C'", (6, 16, 8))]
+    assert b.inputs[0].strides == (128, 8, 1)
+    assert np.array_equal(b.inputs[0].array, inputs["C"].transpose(2, 1, 0).reshape(6, 16, 8))
