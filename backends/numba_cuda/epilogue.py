@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from evt_core.tree.ops import Op
 
+from ..gpu.reductions import reduction_kind
 from .spelling import spell
 
 _LOADERS = {"float32": "ld_f32", "float16": "ld_f16", "bfloat16": "ld_bf16"}
@@ -29,15 +30,6 @@ _STORERS = {"float32": "st_f32", "float16": "st_f16", "bfloat16": "st_bf16"}
 ROW_GROUP = 1     # rows per trip of a run-time row loop (their aux loads are issued together); 2 spills (W4)
 
 
-def reduction_kind(red):
-    over = red.over
-    if "M" in over and "N" in over:
-        return "all"
-    if "M" in over:
-        return "col"
-    if "N" in over:
-        return "row"
-    return "elem"
 
 
 def combine(red, a, b):

@@ -8,21 +8,15 @@ from dataclasses import dataclass
 
 from evt_core.tree.ops import Op
 
+from ...gpu.reductions import ALL, COL, ELEM, ROW, reduction_kind  # noqa: F401 - the cupy codegen's names
+
 # how an epilogue tensor runs along N (the pair of adjacent columns each thread handles):
 N_BROADCAST = "0"     # stride 0 along N: one load serves both columns
 N_UNIT_PAIR = "1v"    # unit stride and pair-aligned: one 4/8-byte access per pair
 N_UNIT = "1"          # unit stride, not pair-aligned
 N_GENERIC = "g"       # any other stride
 
-ROW, COL, ALL, ELEM = "row", "col", "all", "elem"   # reduction kinds by the (M, N) axes removed
 REDUCE_OPS = (Op.SUM, Op.MEAN, Op.AMAX, Op.AMIN)
-
-
-def reduction_kind(red):
-    """ROW: over N keeping M (one value per row); COL: over M keeping N; ALL: over both;
-    ELEM: over neither (only L, or nothing)."""
-    m, n = "M" in red.over, "N" in red.over
-    return {(False, True): ROW, (True, False): COL, (True, True): ALL, (False, False): ELEM}[(m, n)]
 
 
 @dataclass(frozen=True)

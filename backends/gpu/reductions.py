@@ -1,0 +1,11 @@
+"""How a GPU kernel combines a reduction, from the problem axes it removes: one classification
+for both GPU backends (their epilogues are organised by it)."""
+ROW, COL, ALL, ELEM = "row", "col", "all", "elem"
+
+
+def reduction_kind(red):
+    """ROW: over N keeping M (one value per row, combined across a row's lanes); COL: over M
+    keeping N (one value per column, combined across rows); ALL: over both (one value per CTA
+    combined); ELEM: over neither M nor N (only L, or nothing: every element is its own partial)."""
+    m, n = "M" in red.over, "N" in red.over
+    return {(False, True): ROW, (True, False): COL, (True, True): ALL, (False, False): ELEM}[(m, n)]
