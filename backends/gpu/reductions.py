@@ -1,5 +1,9 @@
 """How a GPU kernel combines a reduction, from the problem axes it removes: one classification
 for both GPU backends (their epilogues are organised by it)."""
+import struct
+
+from evt_core.tree.ops import REDUCTIONS
+
 ROW, COL, ALL, ELEM = "row", "col", "all", "elem"
 
 
@@ -9,3 +13,11 @@ def reduction_kind(red):
     combined); ELEM: over neither M nor N (only L, or nothing: every element is its own partial)."""
     m, n = "M" in red.over, "N" in red.over
     return {(False, True): ROW, (True, False): COL, (True, True): ALL, (False, False): ELEM}[(m, n)]
+
+
+def identity_bits(op, negated=False):
+    """The fp32 bit pattern of reduction `op`'s identity, read from the op table (tree/ops.py),
+    or of its negation where a kernel carries the reduction negated (numba_cuda keeps AMIN as
+    the AMAX of -x, so only two combine operators exist)."""
+    value = REDUCTIONS[op].identity
+    return struct.unpack("<I", struct.pack("<f", -value if negated else value))[0]

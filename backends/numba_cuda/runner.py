@@ -12,15 +12,16 @@ import numpy as np
 from evt_core.bind import bind
 from evt_core.call import scalar_value
 from evt_core.errors import EvtError, UnsupportedError
+from evt_core.tree.ops import Op
 
 from ..gpu import streams
+from ..gpu.reductions import identity_bits
 from . import arrays, build, driver, fastcall
 from .finish import THREADS as FINISH_THREADS, finish_source
 from .kernel_mma import MMA_TILE, mma_source
 from .kernel_simt import GPU_TILING, SIM_TILING, simt_source
 from .signature import finish_params, main_params
 
-_IDENTITY_BITS = {True: 0x00000000, False: 0xFF800000}      # SUM/MEAN -> 0.0, max-like -> -inf
 
 
 def simulator():
@@ -178,14 +179,14 @@ class Runner:
             n = wl * wm * wn
             buf = self._buffer(k, n)
             if not self.det:   # atomics combine into it: start from the identity
-                bits = _IDENTITY_BITS[red.op.value in ("sum", "mean")]
+                bits = _workspace_bits(red)
                 if simulator():
                     buf[:n] = np.array([bits], np.uint32).view(np.float32)[0]
                 else:
                     driver.memset32(buf.ptr, bits, n, stream)
             count = (1 if "L" in o else b.L) * (1 if "M" in o else b.M) * (1 if "N" in o else b.N)
             out.append(dict(ptr=buf if simulator() else buf.ptr, pl=pl, pm=pm, pn=pn, wm=wm, wn=wn, count=count,
-                            buf=buf, n=n, bits=None if self.det else _IDENTITY_BITS[red.op.value in ("sum", "mean")]))
+                            buf=buf, n=n, bits=None if self.det else _workspace_bits(red)))
         return out
 
     def _buffer(self, k, n):
@@ -200,6 +201,12 @@ class Runner:
             fn[grid, block](*values)
         else:
             fn.launch(grid, block, values, stream)
+
+
+def _workspace_bits(red):
+    """The atomic workspace's initial fp32 bits: the reduction's identity (AMIN is carried as
+    the AMAX of the negated value, epilogue.py)."""
+    return identity_bits(red.op, negated=red.op is Op.AMIN)
 
 
 def _cupy_bf16_outputs(side, b):

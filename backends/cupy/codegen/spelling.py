@@ -12,6 +12,8 @@ import numpy as np
 
 from evt_core.tree.ops import Op
 
+from ...gpu.reductions import identity_bits
+
 _GELU_K = "0.7978845608028654f"
 _GELU_A = "0.044715f"
 
@@ -58,12 +60,10 @@ FAST_SPELLING = {
 }
 
 # reduction op -> (combine expression over x, y; identity literal)
-REDUCE_SPELLING = {
-    Op.SUM: ("{x} + {y}", "0.0f"),
-    Op.MEAN: ("{x} + {y}", "0.0f"),
-    Op.AMAX: ("evt_max_nan({x}, {y})", "__int_as_float(0xff800000)"),
-    Op.AMIN: ("evt_min_nan({x}, {y})", "__int_as_float(0x7f800000)"),
-}
+# (combine of two partials, identity): the identities are the op table's, as fp32 bit patterns
+REDUCE_SPELLING = {op: (combine, f"__int_as_float({identity_bits(op):#010x})") for op, combine in (
+    (Op.SUM, "{x} + {y}"), (Op.MEAN, "{x} + {y}"),
+    (Op.AMAX, "evt_max_nan({x}, {y})"), (Op.AMIN, "evt_min_nan({x}, {y})"))}
 
 # device helpers the spellings above rely on (emitted once in the prelude)
 MATH_HELPERS = f"""
