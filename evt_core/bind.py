@@ -225,20 +225,12 @@ def _bind_input(op, x, upload):
 
 def _allocate(op, ext, alloc, poison):
     shape = expected_shape(op, ext)
-    order = op.order or tuple(range(len(shape)))
-    strides = [0] * len(shape)
-    step = 1
-    for d in reversed(order):
-        strides[d] = step
-        step *= shape[d]
-    arr = _alloc(alloc, op, shape, tuple(strides))
-    st = frame_strides(op, arr, f"output {op.name!r}")
-    if st is None:   # the example's dim order cannot carry the view: row-major always can
-        arr = _alloc(alloc, op, shape, _row_major(shape))
-        st = frame_strides(op, arr, f"output {op.name!r}")
-    if st is None:   # pragma: no cover - a row-major array reshapes without a copy
+    strides = output_strides(op, shape)
+    if strides is None:   # pragma: no cover - tracing refuses such outputs (layout elimination)
         raise UnsupportedError(f"output {op.name!r}: its layout {op.view} cannot be written through strides; "
                                "return the value in the accumulator's layout and reshape it afterwards")
+    arr = _alloc(alloc, op, shape, strides)
+    st = frame_strides(op, arr, f"output {op.name!r}")
     if poison is not None:
         poison(arr, float("nan"))
     return Tensor(arr, st)
@@ -268,12 +260,24 @@ def _memory_limit():
 _ALLOC_LIMIT = _memory_limit()
 
 
-def _row_major(shape):
+def order_strides(shape, order=()):
+    """Dense element strides of `shape` with its dims laid out outermost to innermost as
+    `order` (row-major when empty)."""
     strides, step = [0] * len(shape), 1
-    for d in reversed(range(len(shape))):
+    for d in reversed(order or range(len(shape))):
         strides[d] = step
         step *= shape[d]
     return tuple(strides)
+
+
+def output_strides(op, shape):
+    """The element strides an output is allocated with: the traced example's dim order, or
+    row-major where that order cannot carry the output's view; None where neither can (the
+    layout merges permuted dims)."""
+    for strides in (order_strides(shape, op.order), order_strides(shape)):
+        if view_strides(shape, strides, op.view) is not None:
+            return strides
+    return None
 
 
 class _FrameView:

@@ -150,16 +150,12 @@ def _canonical(x):
 def _view_spans(operand):
     """Spans of an operand with literal extents, from its traced shape and view (all axes when
     the view cannot be evaluated: over-indexing is safe)."""
-    from .bind import view_strides
+    from .bind import order_strides, view_strides
     shape = tuple(operand.example_shape)
     if len(shape) != len(operand.dims):
         return (True, True, True)
-    order = operand.order or tuple(range(len(shape)))
-    strides, step = [0] * len(shape), 1
-    for d in reversed(order):
-        strides[d] = step
-        step *= max(shape[d], 1)
-    got = view_strides(shape, tuple(strides), operand.view)
+    strides = order_strides(tuple(max(e, 1) for e in shape), operand.order)
+    got = view_strides(shape, strides, operand.view)
     if got is None:
         return (True, True, True)
     return tuple(s != 0 for s in got[1])

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..bind import expected_shape
+from ..bind import expected_shape, output_strides
 from ..dtypes import DTYPES, bfloat16
 from ..errors import BackendUnavailableError, ShapeError, TraceError
 
@@ -93,10 +93,7 @@ def output_specs(program, a_shape, b_shape):
     for name in program.result_names:
         op = by_name[name]
         shape = expected_shape(op, ext)
-        strides, step = [0] * len(shape), 1
-        for d in reversed(op.order or tuple(range(len(shape)))):
-            strides[d], step = step, step * shape[d]
-        specs.append((shape, tuple(strides), op.dtype))
+        specs.append((shape, output_strides(op, shape), op.dtype))   # what bind allocates
     return specs
 
 

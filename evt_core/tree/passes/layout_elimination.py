@@ -104,17 +104,11 @@ def _check_writable(node, operand):
     """Refuse, at trace time, an output whose layout no strides of a freshly allocated array
     can express (a head split: reshape, permute, merge), naming it, rather than at the first
     call. Binding allocates in the example's dim order, else row-major (bind._allocate)."""
-    from ...bind import _row_major, view_strides
+    from ...bind import output_strides
     shape = tuple(operand.example_shape)
     if not shape or 0 in shape:
         return
-    order = operand.order or tuple(range(len(shape)))
-    strides, step = [0] * len(shape), 1
-    for d in reversed(order):
-        strides[d] = step
-        step *= shape[d]
-    if view_strides(shape, tuple(strides), operand.view) is None and \
-            view_strides(shape, _row_major(shape), operand.view) is None:
+    if output_strides(operand, shape) is None:
         raise UnsupportedError(f"{describe(node)}: output {operand.name!r} of shape {shape} is a layout of the "
                                "accumulator that no strides can express (it merges permuted dimensions); "
                                "return the value in the accumulator's layout and reshape it afterwards", node)
