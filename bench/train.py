@@ -49,6 +49,8 @@ def parse_args(argv=None):
     p.add_argument("--inductor", action="store_true", help="run torch.compile candidates even with --smoke")
     p.add_argument("--setup-timeout", type=float, default=900.0, help="seconds per candidate compile + check")
     p.add_argument("--budget", type=float, default=3600.0, help="seconds for the whole run")
+    p.add_argument("--profile", type=int, default=0, metavar="K",
+                   help="after timing, profile 3 steps of every candidate and keep its K costliest GPU kernels")
     p.add_argument("--out", default="bench/RESULTS-train.md")
     p.add_argument("--combine", nargs="+", metavar="JSON", default=None,
                    help="write --out from the .json files of earlier (e.g. per-workload) runs; runs nothing")
@@ -216,11 +218,29 @@ def run_case(args, wl, dtype_name, device, cands, bench, deadline):
                 times[id(row)].append(bench(fn, args.rep_ms))
             except Exception as e:  # noqa: BLE001
                 row["status"] = f"failed while timing: {type(e).__name__}: {str(e)[:200]}"
-    for row, _ in live:
+    for row, fn in live:
         if times[id(row)] and row["status"] == "ok":
             row["ms"] = statistics.median(times[id(row)])
             row["rounds"] = len(times[id(row)])
+        if args.profile and device == "cuda" and row["status"] == "ok":
+            row["kernels"] = top_kernels(fn, args.profile)
     return rows
+
+
+def top_kernels(fn, k):
+    """[(kernel name, µs per step, calls per step)] of the k GPU kernels that take the most
+    time over 3 profiled steps: where a candidate's step goes."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(3):
+            fn()
+        torch.cuda.synchronize()
+    rows = [(e.key, e.device_time_total / 3, e.count / 3) for e in prof.key_averages() if e.device_time_total > 0]
+    rows.sort(key=lambda r: -r[1])
+    return [(name[:90], round(us, 1), round(n, 1)) for name, us, n in rows[:k]]
 
 
 def targets(rows):
@@ -267,6 +287,12 @@ def markdown(args, rows, meta) -> str:
     if unfused:
         lines += ["", "## GEMM groups that ran as torch ops (first per candidate)", ""]
         lines += [f"- {r['workload']} {r['dtype']} {r['candidate']}: {u}" for r, u in unfused]
+    profiled = [r for r in rows if r.get("kernels")]
+    if profiled:
+        lines += ["", "## Where a step goes: costliest GPU kernels (torch.profiler, 3 steps)", ""]
+        for r in profiled:
+            lines += [f"- {r['workload']} {r['dtype']} {r['candidate']}: " + "; ".join(
+                f"`{n}` {us:.0f} µs ×{c:g}" for n, us, c in r["kernels"])]
     failed = [r for r in rows if "trace" in r]
     if failed:
         lines += ["", "## Failures", ""]

@@ -1,5 +1,10 @@
 """The training workloads of bench/train.py: a model, its inputs and its loss, at full size
-(the issue's shapes) or at smoke size (tiny, for CPU CI)."""
+(the issue's shapes) or at smoke size (tiny, for CPU CI).
+
+Losses are sums (or sums over 64), never means over millions of elements: that is a static
+loss scale, as mixed-precision training applies one. Without it the fp16 gradients of a mean
+over 8M logits are about 1e-7, below fp16's normal range, and even eager's gradients came
+out 17-170 % off the fp32 step's, so the gradient check accepted anything."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,7 +25,7 @@ def _mlp(smoke):
     from torch import nn
     rows, d, h = (64, 16, 32) if smoke else (16384, 256, 2048)
     model = nn.Sequential(nn.Linear(d, h), nn.ReLU(), nn.Linear(h, d))
-    return model, (torch.randn(rows, d),), lambda y, x: y.float().square().mean()
+    return model, (torch.randn(rows, d),), lambda y, x: y.float().square().sum() / 64
 
 
 def _xmlcnn(smoke):
@@ -30,7 +35,7 @@ def _xmlcnn(smoke):
     rows, d, labels = (16, 32, 64) if smoke else (2048, 512, 4096)
     target = (torch.rand(rows, labels) < 0.05).float()
     return (nn.Linear(d, labels), (torch.randn(rows, d), target),
-            lambda y, x, t: F.binary_cross_entropy_with_logits(y.float(), t))
+            lambda y, x, t: F.binary_cross_entropy_with_logits(y.float(), t, reduction="sum"))
 
 
 def _softmax_ce(smoke, rows=736_392):
@@ -40,7 +45,7 @@ def _softmax_ce(smoke, rows=736_392):
     rows, d, classes = (128, 16, 24) if smoke else (rows, 256, 352)
     target = torch.randint(0, classes, (rows,))
     return (nn.Linear(d, classes), (torch.randn(rows, d), target),
-            lambda y, x, t: F.cross_entropy(y.float(), t))
+            lambda y, x, t: F.cross_entropy(y.float(), t, reduction="sum"))
 
 
 def _bert(smoke):
@@ -48,7 +53,7 @@ def _bert(smoke):
     from torch import nn
     b, s, d, heads, ffn = (2, 16, 64, 4, 128) if smoke else (32, 512, 1024, 16, 4096)
     model = nn.TransformerEncoderLayer(d, heads, ffn, dropout=0.0, activation="gelu", batch_first=True)
-    return model, (torch.randn(b, s, d),), lambda y, x: y.float().square().mean()
+    return model, (torch.randn(b, s, d),), lambda y, x: y.float().square().sum() / 64
 
 
 def _gemm_flops(*mnk):

@@ -66,11 +66,12 @@ def plan_graph(gm, passes: bool = True, solver: str = "bnb", time_limit: float |
         if f.op == "call_function" and aten_name(f.target) in _LAYOUT and hasattr(f.meta.get("val"), "shape"):
             rank = len(f.meta["val"].shape)
             out.layouts.setdefault(_source(f.args[0]), []).append((f.name, _fx_perm(f, rank)))
+    sms = _gpu_sms(gm, kernels)
     for k, grp in enumerate(plan.groups):
         if not any(g.nodes[n].op in GEMMS for n in grp):
             continue
         try:
-            out.kernels[k] = _group_kernel(g, k, grp, needed, trust, kernels, options or {})
+            out.kernels[k] = _group_kernel(g, k, grp, needed, trust, kernels, options or {}, sms)
         except (Unfusible, EvtError) as err:
             out.refused[k] = str(err).splitlines()[0]
     return out
@@ -84,8 +85,12 @@ def _check_static(gm) -> None:
                                "shapes: compile with torch.compile(..., dynamic=False)")
 
 
-def _group_kernel(g, k, grp, needed, trust, kernels, options) -> GroupKernel:
+def _group_kernel(g, k, grp, needed, trust, kernels, options, sms=None) -> GroupKernel:
     gg = group_tree(g, grp, needed)
+    if sms:
+        why = split_k_reason(*_gemm_extents(g, gg), sms)
+        if why:
+            raise Unfusible(why)
     tree = gg.tree
     for name in (gg.a[0], gg.b[0], *gg.inputs.values(), *gg.outputs.values()):
         if trust.get(name, "?"):
@@ -96,6 +101,53 @@ def _group_kernel(g, k, grp, needed, trust, kernels, options) -> GroupKernel:
     outputs = [(index[key_], n, g.nodes[n].shape) for key_, n in gg.outputs.items()]
     inputs = [gg.inputs[op.name] for op in program.inputs]
     return GroupKernel(k, key, gg.a, gg.b, inputs, outputs, gg.anchor.name)
+
+
+# A GEMM whose output is a handful of tiles over a long K (the weight gradient of a layer
+# with many rows: K = the rows) keeps only a few SMs busy in a kernel that gives each output
+# tile to one CTA; cuBLAS splits K across CTAs there. The evt kernels have no split-K yet, so
+# such a group runs as torch ops: its GEMM output is written to memory either way, so only
+# the group's epilogue fusion is given up, against an order of magnitude on the mainloop
+# (measured: a 256×352 weight gradient over 736,392 rows took 73.8 ms fused against ~0.3 ms
+# for cuBLAS).
+_TILE = 128            # the smallest output tile edge of the GPU backends' Hopper kernels
+_LONG_K = 4096
+
+
+def split_k_reason(m: int, n: int, k: int, batch: int, sms: int) -> str:
+    """Why a GEMM of this shape should not run as an evt kernel on `sms` SMs, or ''.
+    Invariant: only shapes that fill under half of the SMs with 128×128 tiles and have
+    K ≥ 4096 are refused, so every GEMM with a full wave of tiles stays fused."""
+    tiles = -(-m // _TILE) * -(-n // _TILE) * batch
+    if 2 * tiles >= sms or k < _LONG_K:
+        return ""
+    return (f"{m}×{n} (×{batch}) is {tiles} output tile(s) of {_TILE}×{_TILE} for {sms} SMs over K={k}: "
+            "evt kernels have no split-K yet, so cuBLAS (which splits K) runs this GEMM")
+
+
+def _gemm_extents(g, gg) -> tuple[int, int, int, int]:
+    """(M, N, K, L) of a group's GEMM, from its anchor's shape and its A operand."""
+    *lead, m, n = gg.anchor.shape
+    a_name, a_perm = gg.a
+    a_shape = g.nodes[a_name].shape
+    k = a_shape[a_perm[-1]] if a_perm else a_shape[-1]
+    batch = 1
+    for d in lead:
+        batch *= d
+    return m, n, k, batch
+
+
+def _gpu_sms(gm, kernels) -> int | None:
+    """The SM count of the GPU the graph's tensors live on, or None (CPU tensors, NumPy
+    kernels): the split-K rule is a GPU cost rule only."""
+    if kernels == "numpy":
+        return None
+    for f in gm.graph.nodes:
+        val = f.meta.get("val") if f.op == "placeholder" else None
+        if getattr(getattr(val, "device", None), "type", None) == "cuda":
+            import torch
+            return torch.cuda.get_device_properties(val.device).multi_processor_count
+    return None
 
 
 def trusted_values(g, gm) -> dict[str, str]:

@@ -1,0 +1,37 @@
+"""The GPU cost rule that keeps few-tile, long-K GEMMs (weight gradients over many rows) out
+of evt kernels, which have no split-K: refused shapes, kept shapes, and K read through the
+A operand's permutation."""
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from evt_core.torch.planning import _gemm_extents, split_k_reason  # noqa: E402
+
+
+@pytest.mark.parametrize("m,n,k,batch", [
+    (256, 352, 736_392, 1),      # the softmax cross-entropy U-turn's weight gradient
+    (2048, 256, 16_384, 1),      # 32 tiles on 132 SMs, K = 16k
+])
+def test_few_tiles_over_long_k_is_refused_with_the_numbers(m, n, k, batch):
+    why = split_k_reason(m, n, k, batch, sms=132)
+    assert f"{m}×{n}" in why and f"K={k}" in why and "split-K" in why
+
+
+@pytest.mark.parametrize("m,n,k,batch", [
+    (8192, 3072, 768, 1),        # a full wave of tiles
+    (256, 352, 2048, 1),         # few tiles but short K: one CTA's work is small
+    (256, 256, 8192, 64),        # batched: 256 tiles in all
+    (4096, 512, 2048, 1),        # 128 tiles
+])
+def test_full_waves_and_short_k_stay_fused(m, n, k, batch):
+    assert split_k_reason(m, n, k, batch, sms=132) == ""
+
+
+def test_k_is_read_through_the_permutation_of_a():
+    from types import SimpleNamespace as NS
+    g = NS(nodes={"x": NS(shape=(736_392, 256))})
+    gg = NS(anchor=NS(shape=(256, 352)), a=("x", (1, 0)))       # dW = x.T @ dy
+    assert _gemm_extents(g, gg) == (256, 352, 736_392, 1)
+    gg = NS(anchor=NS(shape=(6, 256, 352)), a=("x3", None))
+    g.nodes["x3"] = NS(shape=(6, 256, 64))
+    assert _gemm_extents(g, gg) == (256, 352, 64, 6)
