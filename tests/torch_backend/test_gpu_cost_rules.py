@@ -1,6 +1,6 @@
-"""The GPU cost rule that keeps few-tile, long-K GEMMs (weight gradients over many rows) out
-of evt kernels, which have no split-K: refused shapes, kept shapes, and K read through the
-A operand's permutation."""
+"""The torch executor's GPU cost rules: few-tile, long-K GEMMs (weight gradients over many
+rows) stay out of evt kernels, which have no split-K (refused and kept shapes, K read through
+the A operand's permutation); an M-major A is copied K-contiguous before a GPU kernel."""
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -35,3 +35,14 @@ def test_k_is_read_through_the_permutation_of_a():
     gg = NS(anchor=NS(shape=(6, 256, 352)), a=("x3", None))
     g.nodes["x3"] = NS(shape=(6, 256, 64))
     assert _gemm_extents(g, gg) == (256, 352, 64, 6)
+
+
+def test_an_m_major_a_is_copied_k_contiguous_and_a_k_major_one_is_not():
+    from evt_core.torch.ops import k_contiguous
+    x = torch.randn(64, 32)
+    a = x.t()                              # (32, 64) M-major: a weight gradient's activations
+    got = k_contiguous(a)
+    assert got.stride(-1) == 1 and torch.equal(got, a)
+    assert k_contiguous(x) is x
+    b = torch.randn(3, 16, 8).transpose(1, 2)      # batched, M-major
+    assert k_contiguous(b).stride(-1) == 1 and torch.equal(k_contiguous(b), b)
