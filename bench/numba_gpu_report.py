@@ -72,22 +72,29 @@ def timing(torch, M=8192, N=3072, K=768, reps=30):
         torch.relu(torch.matmul(A, B) + bias)
 
     fns = {"evt numba_cuda fused": evt, "torch.matmul (no epilogue)": mm, "torch matmul+bias+relu": mm_epi}
+    print(f"timing {M}x{N}x{K} fp16, median of {reps} (rel. error vs fp32 torch {rel:.2e}):")
+    interleaved(torch, fns, 2 * M * N * K, reps)
+
+
+def interleaved(torch, fns, flops, reps):
+    """Time every callable of `fns` once per round, `reps` rounds (clock drift under the power
+    cap then hits all alike); print and return the median microseconds of each."""
     times = {name: [] for name in fns}
     for f in fns.values():
         f()
+    torch.cuda.synchronize()
     for _ in range(reps):
-        for name, f in fns.items():      # interleaved, so clock drift hits all alike
+        for name, f in fns.items():
             s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             s.record()
             f()
             e.record()
             e.synchronize()
             times[name].append(s.elapsed_time(e))
-    flops = 2 * M * N * K
-    print(f"timing {M}x{N}x{K} fp16, median of {reps} (rel. error vs fp32 torch {rel:.2e}):")
-    for name, ts in times.items():
-        ms = statistics.median(ts)
-        print(f"  {name:28s} {ms * 1e3:8.1f} us  {flops / ms / 1e9:6.1f} TFLOP/s")
+    medians = {name: statistics.median(ts) * 1e3 for name, ts in times.items()}
+    for name, us in medians.items():
+        print(f"  {name:30s} {us:8.1f} us  {flops / us / 1e6:6.1f} TFLOP/s", flush=True)
+    return medians
 
 
 def main():

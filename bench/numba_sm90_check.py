@@ -3,13 +3,14 @@
 fp16 against torch.matmul and the mma.sync kernel, interleaved (CUDA events, medians).
 Run each invocation under `timeout`: a pipeline bug traps (watchdog) rather than hangs, but a
 process limit is the last guard."""
-import statistics
 import sys
 
 import numpy as np
 
 import evt_core
 from evt_core import ops
+
+from .numba_gpu_report import interleaved
 
 
 def _bias_relu(accum, bias):
@@ -25,9 +26,7 @@ def _tree(M, N, dt):
 def check(torch, shapes=((128, 128, 64), (77, 48, 40), (300, 520, 200), (1000, 1000, 1000), (8192, 3072, 768))):
     bad = 0
     for M, N, K in shapes:
-        for dt, tdt in ((np.float16, torch.float16), (np.float32, torch.bfloat16)):
-            if tdt is torch.bfloat16:
-                continue        # bf16 outputs: covered by tests/gpu/test_numba_sm90.py
+        for dt, tdt in ((np.float16, torch.float16),):     # bf16: tests/gpu/test_numba_sm90.py
             for b_layout in ("kn", "nk"):
                 A = torch.randn(M, K, device="cuda", dtype=tdt)
                 B = torch.randn(K, N, device="cuda", dtype=tdt) if b_layout == "kn" else \
@@ -54,22 +53,8 @@ def timing(torch, M=8192, N=3072, K=768, reps=30):
     fns = {"evt numba sm90 bias+relu": lambda: k90(A, B, bias=bias),
            "evt numba mma.sync bias+relu": lambda: k80(A, B, bias=bias),
            "torch.matmul (no epilogue)": lambda: torch.matmul(A, B)}
-    times = {name: [] for name in fns}
-    for f in fns.values():
-        f()
-    torch.cuda.synchronize()
-    for _ in range(reps):
-        for name, f in fns.items():      # interleaved: the power cap's clock swings hit all alike
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            f()
-            e.record()
-            e.synchronize()
-            times[name].append(s.elapsed_time(e))
-    flops = 2 * M * N * K
-    for name, ts in times.items():
-        ms = statistics.median(ts)
-        print(f"time {M}x{N}x{K} fp16 {name:30s} {ms * 1e3:8.1f} us {flops / ms / 1e9:6.1f} TFLOP/s", flush=True)
+    print(f"timing {M}x{N}x{K} fp16, median of {reps} interleaved rounds:")
+    interleaved(torch, fns, 2 * M * N * K, reps)
 
 
 def main():

@@ -68,20 +68,22 @@ fence_barrier_init = _void_intrinsic("fence.mbarrier_init.release.cluster;\n\tfe
 # %globaltimer and gives up after WATCHDOG_NS: it stores `code` to the host-mapped word at
 # `flag` (so the host can say which wait failed after the context is lost), fences to system
 # scope and traps, which ends the kernel with a launch error instead of hanging the GPU.
-# Labels inside braces are local to the block, so the asm can be inlined many times.
+# Labels inside braces are local to the block, so the asm can be inlined many times. The
+# branches are .uni as in CUTLASS's ClusterBarrier::wait: the phase completes for every waiting
+# thread at once, and the wgmma.*.sync.aligned instructions after the wait need the warp converged.
 _WAIT = f"""{{
 \t.reg .pred P1;
 \t.reg .u64 T0, T1;
 \tmbarrier.try_wait.parity.shared::cta.b64 P1, [$0], $1;
-\t@P1 bra DONE;
+\t@P1 bra.uni DONE;
 \tmov.u64 T0, %globaltimer;
 \tLOOP:
 \tmbarrier.try_wait.parity.shared::cta.b64 P1, [$0], $1;
-\t@P1 bra DONE;
+\t@P1 bra.uni DONE;
 \tmov.u64 T1, %globaltimer;
 \tsub.u64 T1, T1, T0;
 \tsetp.lt.u64 P1, T1, {WATCHDOG_NS};
-\t@P1 bra LOOP;
+\t@P1 bra.uni LOOP;
 \tst.volatile.global.u32 [$2], $3;
 \tmembar.sys;
 \ttrap;

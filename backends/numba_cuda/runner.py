@@ -100,6 +100,8 @@ class Runner:
     # ---- run --------------------------------------------------------------------------------
 
     def __call__(self, A, B, inputs):
+        if self.sm90:     # first: after a trap every driver call fails, this says why
+            sm90_launch.check_watchdog()
         with self._order.lock:
             return self._call(A, B, inputs)
 
@@ -144,7 +146,6 @@ class Runner:
         ws = self._workspaces(b, partial_grid, stream)
         values += [v for w in ws for v in (w["ptr"], w["wm"], w["wn"])]
         if variant[0] == "sm90":
-            sm90_launch.check_watchdog()
             values += sm90_launch.extra_values(b, values[0], values[1], variant[2])
         self._launch(fns["main"], grid, block, values, stream)
         fv = fgrid = None

@@ -11,7 +11,7 @@ import pytest
 import evt_core
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "numba_cuda"))
-from trees import case, compare  # noqa: E402
+from trees import case, compare, relayout  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -55,17 +55,12 @@ def test_trees(name, L, ab, det):
     assert _run(tree, A, B, inputs, f"{name} {ab} det={det}", deterministic=det).startswith("sm_90a")
 
 
-@pytest.mark.parametrize("layout,fits", [("B_kmajor", True), ("shared_A", True), ("colmajor_aux", True),
+@pytest.mark.parametrize("layout,fits", [("B_colmajor", True), ("shared_A", True), ("colmajor_aux", True),
                                          ("A_colmajor", False), ("odd_K", False)])
 def test_layouts(layout, fits):
     K = 60 if layout == "odd_K" else 64
     tree, A, B, inputs = case("bias_relu_stats", 2, 190, 144, K, col_major_aux=layout == "colmajor_aux")
-    if layout == "shared_A":
-        A = A[0]
-    if layout == "A_colmajor":
-        A = np.ascontiguousarray(A.transpose(0, 2, 1)).transpose(0, 2, 1)
-    if layout == "B_kmajor":
-        B = np.ascontiguousarray(B.transpose(0, 2, 1)).transpose(0, 2, 1)
+    A, B = relayout(layout, A, B)
     stage = _run(tree, A, B, inputs, layout)
     assert stage.startswith("sm_90a") if fits else stage.startswith("fallback"), stage
 
