@@ -82,12 +82,17 @@ def cache_key(*parts):
     return hashlib.sha256(json.dumps([str(p) for p in parts]).encode()).hexdigest()[:32]
 
 
-def build(key, body, name, params, cc=(9, 0)):
-    """The compiled kernel `name` defined by `body`, from memory, disk, or a fresh compile."""
+def build(key, body, name, params, cc=(9, 0), sm90a=False):
+    """The compiled kernel `name` defined by `body`, from memory, disk, or a fresh compile.
+    sm90a: the warp-specialised Hopper kernel, built through LTO-IR (build_sm90.py)."""
     with _lock:
         if key in _memory:
             return _memory[key]
-        built = _from_disk(key) or _compile(key, body, name, params, cc)
+        if sm90a:
+            from .build_sm90 import compile_sm90a
+            built = _from_disk(key) or compile_sm90a(key, body, name, params)
+        else:
+            built = _from_disk(key) or _compile(key, body, name, params, cc)
         _memory[key] = built
         return built
 
@@ -117,7 +122,12 @@ def _compile(key, body, name, params, cc):
     COMPILES["count"] += 1
     entry = re.search(r"\.entry\s+(\S+)\(", ptx).group(1)
     image, kind = _link(ptx, cc, source)
-    # evt_core.cache writes atomically, manifest last: a concurrent reader sees a whole entry
+    return store(key, source, ptx, image, entry, kind)
+
+
+def store(key, source, ptx, image, entry, kind):
+    """Put a fresh build in the disk cache and return it. evt_core.cache writes atomically,
+    manifest last: a concurrent reader sees a whole entry."""
     _disk.put(key, {".src.py": source.encode(), ".ptx": ptx.encode(), f".{kind}": image},
               {"entry": entry, "image_kind": kind})
     return Built(source, ptx, image, entry, kind)

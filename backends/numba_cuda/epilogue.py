@@ -69,8 +69,11 @@ class EpilogueWriter:
     """Emits epilogue source lines for one Program. `value(i, j)` gives the source of the fp32
     accumulator of element (i, j); i is a literal or the loop variable `i`."""
 
-    def __init__(self, program, layout, deterministic):
-        self.p, self.lay, self.det = program, layout, deterministic
+    def __init__(self, program, layout, deterministic, barrier="cuda.syncthreads()"):
+        # `barrier`: the statement that synchronises the threads sharing the scratch buffer (the
+        # CTA, or one consumer warpgroup of the sm_90 kernel through a named barrier); `tid`
+        # in the emitted code is the thread's index among them.
+        self.p, self.lay, self.det, self.barrier = program, layout, deterministic, barrier
         self.kinds = [reduction_kind(r) for r in program.reductions]
         # Shared scratch (fp32 elements), used by col/all reductions after the loop. Row
         # reductions need none: the TX lanes that own a row are one aligned group of a warp, so
@@ -221,7 +224,7 @@ class EpilogueWriter:
             if kind == "col":
                 out.append(f"# {red.name}: park column partials, combine across ty in order")
                 out += [f"sts(scratch, {base} + ty * {lay.cols} + tx + {j * lay.TX}, p{k}_{j})" for j in range(lay.RN)]
-                out.append("cuda.syncthreads()")
+                out.append(self.barrier)
                 out.append(f"for c in range(tid, {lay.cols}, {lay.threads}):")
                 out.append(f"    a = {identity(red)}")
                 out.append(f"    for t in range({lay.TY}):")
@@ -229,22 +232,22 @@ class EpilogueWriter:
                 out.append("    n = n0 + c")
                 out.append("    if n < N:")
                 out.append(f"        {self.global_combine(k, 'a', None, 'n')}")
-                out.append("cuda.syncthreads()")
+                out.append(self.barrier)
             elif kind == "all":
                 w = min(32, lay.threads)
                 out.append(f"# {red.name}: every thread's partial, combined in two ordered passes")
                 out.append(f"sts(scratch, {base} + tid, p{k})")
-                out.append("cuda.syncthreads()")
+                out.append(self.barrier)
                 out.append(f"if tid < {w}:")
                 out.append(f"    a = {identity(red)}")
                 out.append(f"    for t in range(tid, {lay.threads}, {w}):")
                 out.append(f"        a = {combine(red, 'a', f'lds(scratch, {base} + t)')}")
                 out.append(f"    sts(scratch, {base + lay.threads} + tid, a)")
-                out.append("cuda.syncthreads()")
+                out.append(self.barrier)
                 out.append("if tid == 0:")
                 out.append(f"    a = {identity(red)}")
                 out.append(f"    for t in range({w}):")
                 out.append(f"        a = {combine(red, 'a', f'lds(scratch, {base + lay.threads} + t)')}")
                 out.append(f"    {self.global_combine(k, 'a', None, None)}")
-                out.append("cuda.syncthreads()")
+                out.append(self.barrier)
         return out

@@ -16,9 +16,10 @@ from evt_core.tree.ops import Op
 
 from ..gpu import streams
 from ..gpu.reductions import identity_bits
-from . import arrays, build, driver, fastcall
+from . import arrays, build, driver, fastcall, sm90_launch
 from .finish import THREADS as FINISH_THREADS, finish_source
 from .kernel_mma import MMA_TILE, mma_source
+from .kernel_sm90 import module_prelude, sm90_params, sm90_source
 from .kernel_simt import GPU_TILING, SIM_TILING, simt_source
 from .signature import finish_params, main_params
 
@@ -33,6 +34,7 @@ class Runner:
         self.p, self.det, self.base_key = program, bool(options.get("deterministic")), base_key
         self.force_simt = bool(options.get("simt"))
         self.fast_mainloop = bool(options.get("fast_mainloop"))
+        self.sm90 = bool(options.get("sm90"))
         self._fns = {}
         self._ws = {}
         self._plans = {}      # call signature -> _Plan (bind's checks passed for it once)
@@ -42,11 +44,19 @@ class Runner:
 
     # ---- compile ----------------------------------------------------------------------------
 
-    def variant(self, b):
-        """('mma', dtype, a_kmajor, b_kmajor) when the tensor-core path can read A and B, else
-        ('simt', dtype)."""
+    def variant(self, b, a_ptr=None, b_ptr=None):
+        """('sm90', dtype, b_kmajor, a_batched, b_batched) when sm90=True and the call fits the
+        wgmma/TMA kernel (a_ptr, b_ptr: the device addresses it would read); else ('mma', dtype,
+        a_kmajor, b_kmajor) when the tensor-core path can read A and B, else ('simt', dtype)."""
         if simulator() or self.force_simt or b.dtype == "float32":
             return ("simt", b.dtype)
+        if self.sm90:
+            why = sm90_launch.refusal(b, a_ptr, b_ptr, driver.compute_capability())
+            if why is None:
+                kmajor = sm90_launch.b_kmajor(b)
+                self.stages["sm90"] = sm90_launch.describe(b, kmajor)
+                return ("sm90", b.dtype, kmajor, b.a_strides[0] != 0, b.b_strides[0] != 0)
+            self.stages["sm90"] = f"fallback to the mma.sync kernel: {why}"
         a_kmajor = _tc_layout(b.a_strides[2], b.a_strides[1])
         b_kmajor = _tc_layout(b.b_strides[1], b.b_strides[2])
         aligned = all(s % 8 == 0 for s in (b.a_strides[0], b.b_strides[0])) and \
@@ -58,16 +68,21 @@ class Runner:
     def function(self, variant):
         if variant in self._fns:
             return self._fns[variant]
-        main = (simt_source(self.p, variant[1], SIM_TILING if simulator() else GPU_TILING, self.det)
-                if variant[0] == "simt" else
-                mma_source(self.p, *variant[1:], self.det, fast_mainloop=self.fast_mainloop))
-        fns = {"main": self._load(variant, main, "evt_kernel", main_params(self.p))}
+        if variant[0] == "sm90":
+            main = module_prelude(variant[1], variant[2]) + "\n" + sm90_source(self.p, *variant[1:], self.det)
+            fns = {"main": self._load(variant, main, "evt_kernel", sm90_params(self.p),
+                                      sm90_launch.shared_bytes(self.p, self.det))}
+        else:
+            main = (simt_source(self.p, variant[1], SIM_TILING if simulator() else GPU_TILING, self.det)
+                    if variant[0] == "simt" else
+                    mma_source(self.p, *variant[1:], self.det, fast_mainloop=self.fast_mainloop))
+            fns = {"main": self._load(variant, main, "evt_kernel", main_params(self.p))}
         if self.p.reductions:
             fns["finish"] = self._load(("finish",), finish_source(self.p), "evt_finish", finish_params(self.p))
         self._fns[variant] = fns
         return fns
 
-    def _load(self, variant, body, name, params):
+    def _load(self, variant, body, name, params, dynamic_shared=0):
         key = build.cache_key(self.base_key, variant, self.det, build.CODE_VERSION)
         if simulator():
             from numba import cuda
@@ -76,15 +91,17 @@ class Runner:
             fn = cuda.jit(build.load_python(src, name, key))
             build.COMPILES["count"] += 1
             return fn
-        built = build.build(key, body, name, params)
+        built = build.build(key, body, name, params, sm90a=variant[0] == "sm90")
         self.stages[f"source_{'_'.join(map(str, variant))}"] = built.source
         if built.ptx:
             self.stages[f"ptx_{'_'.join(map(str, variant))}"] = built.ptx
-        return driver.Function(built.image, built.entry, [p.kind for p in params])
+        return driver.Function(built.image, built.entry, [p.kind for p in params], dynamic_shared)
 
     # ---- run --------------------------------------------------------------------------------
 
     def __call__(self, A, B, inputs):
+        if self.sm90:     # first: after a trap every driver call fails, this says why
+            sm90_launch.check_watchdog()
         with self._order.lock:
             return self._call(A, B, inputs)
 
@@ -120,14 +137,16 @@ class Runner:
             raise UnsupportedError("the CUDA simulator has no bfloat16; run bf16 on a GPU")
         mirrors = _Mirrors(side)
         values = self._main_values(b, mirrors)
-        variant = self.variant(b)
+        variant = self.variant(b, values[0], values[1])
         fns = self.function(variant)
-        grid, block = self._launch_shape(b, variant)
+        grid, block, partial_grid = self._launch_shape(b, variant)
         stream = 0 if simulator() else streams.current_stream(side)
         if self.p.reductions and not simulator():
             self._order.before(stream)
-        ws = self._workspaces(b, grid, stream)
+        ws = self._workspaces(b, partial_grid, stream)
         values += [v for w in ws for v in (w["ptr"], w["wm"], w["wn"])]
+        if variant[0] == "sm90":
+            values += sm90_launch.extra_values(b, values[0], values[1], variant[2])
         self._launch(fns["main"], grid, block, values, stream)
         fv = fgrid = None
         if self.p.reductions:
@@ -139,7 +158,9 @@ class Runner:
             self._launch(fns["finish"], fgrid, (FINISH_THREADS, 1, 1), fv, stream)
             if not simulator():
                 self._order.after(stream)
-        if fast_key is not None and side in ("torch", "cupy") and not _cupy_bf16_outputs(side, b):
+        # (the sm90 kernel's tensor maps embed A's and B's addresses, which a replay would change)
+        if fast_key is not None and side in ("torch", "cupy") and not _cupy_bf16_outputs(side, b) \
+                and variant[0] != "sm90":
             if len(self._fast) >= 64:
                 self._fast.clear()
             fast = fastcall.FastCall(self, side, b, values, fv, fns, grid, block, ws, self.p.result_names)
@@ -158,11 +179,13 @@ class Runner:
         return v
 
     def _launch_shape(self, b, variant):
-        if variant[0] == "mma":
-            t = MMA_TILE
-            return (math.ceil(b.N / t.BN), math.ceil(b.M / t.BM), b.L), (t.threads, 1, 1)
-        t = SIM_TILING if simulator() else GPU_TILING
-        return (math.ceil(b.N / t.BN), math.ceil(b.M / t.BM), b.L), (t.threads, 1, 1)
+        """(grid, block, partial grid): the last is (n blocks, m blocks, L) of the deterministic
+        reduction partials, the grid itself except for the persistent sm90 kernel."""
+        if variant[0] == "sm90":
+            return sm90_launch.grid(b)
+        t = MMA_TILE if variant[0] == "mma" else SIM_TILING if simulator() else GPU_TILING
+        grid = (math.ceil(b.N / t.BN), math.ceil(b.M / t.BM), b.L)
+        return grid, (t.threads, 1, 1), grid
 
     def _workspaces(self, b, grid, stream=0):
         """fp32 workspace per reduction, shaped (WL, WM, WN): a kept axis at full extent, a reduced

@@ -10,7 +10,7 @@ import pytest
 import evt_core
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "numba_cuda"))
-from trees import case, compare  # noqa: E402
+from trees import case, compare, relayout  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -52,12 +52,7 @@ def test_trees(name, L, ab, det):
 def test_layouts(layout):
     tree, A, B, inputs = case("bias_relu_stats", 2, 190, 140, 64, col_major_aux=layout == "colmajor_aux")
     opts = {"simt": True} if layout == "simt_forced" else {}
-    if layout == "shared_A":
-        A = A[0]
-    if layout == "A_colmajor":
-        A = np.ascontiguousarray(A.transpose(0, 2, 1)).transpose(0, 2, 1)
-    if layout == "B_colmajor":
-        B = np.ascontiguousarray(B.transpose(0, 2, 1)).transpose(0, 2, 1)
+    A, B = relayout(layout, A, B)
     got = evt_core.compile(tree, backend="numba_cuda", **opts)(A, B, **inputs)
     compare(got, evt_core.interpret(tree, A, B, **inputs), layout)
 

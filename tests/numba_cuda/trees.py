@@ -90,3 +90,15 @@ def compare(out, ref, what):
             bad = np.argwhere(~ok)[:5]
             raise AssertionError(f"{what}: {name} differs at {bad.tolist()}: got {got[tuple(bad[0])]}, "
                                  f"want {r[tuple(bad[0])]} ({(~ok).sum()} of {ok.size})")
+
+
+def relayout(layout, A, B):
+    """A and B in the operand layout a GPU layout test names: 'shared_A' (one A for every
+    batch), 'A_colmajor' (M-contiguous A), 'B_colmajor' (K-contiguous B); others unchanged."""
+    if layout == "shared_A":
+        A = A[0]
+    if layout == "A_colmajor":
+        A = np.ascontiguousarray(A.transpose(0, 2, 1)).transpose(0, 2, 1)
+    if layout == "B_colmajor":
+        B = np.ascontiguousarray(B.transpose(0, 2, 1)).transpose(0, 2, 1)
+    return A, B

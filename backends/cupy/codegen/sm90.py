@@ -8,13 +8,13 @@ Tiles are visited persistently in grouped order; while the consumers run a tile'
 producer is already filling the ring for their next tile, which is the overlap we get without
 ping-pong scheduling. Every mbarrier wait is bounded (prelude WATCHDOG).
 """
+from ...gpu.sm90 import BK, BM
 from .common import module_source
 from .fragments import (FragmentMap, col_run_begin, col_run_end, column_group_body, combine, declare_partials,
                         smem_floats)
 from .plan import tile_vector_bytes, tile_vectors, tma_outputs
 from .sm90_io import _aux_consumer, _aux_init, _aux_producer, _store, _tile_vectors, _tma_load, aux_geometry
 
-BM, BK = 128, 64
 A_BYTES = BM * BK * 2
 STAGING_BYTES = 64 * 128 * 2     # per consumer WG: 64 rows x 128 columns of 16-bit output
 

@@ -14,6 +14,7 @@ from ..codegen.epilogue import arg_layout
 from ..codegen.plan import ALL, COL, ELEM, ROW, reduction_kind, row_block, tma_outputs
 from ...gpu import streams
 from . import fast_launch
+from ...gpu.sm90 import operand_maps
 from .tensormap import dummy_map, tensor_map
 
 _NVRTC_OPTIONS = ("-std=c++17", "--diag-suppress=177,550")
@@ -109,18 +110,11 @@ class CompiledKernel:
 
     def _maps(self, b):
         spec, cfg = self.spec, self.cfg
-        (aL, aM, _), (bL, bK, bN) = b.a_strides, b.b_strides
         dt = spec.dtype
-
-        def mk(ptr, inner, outer, row_stride, batch_stride, box, batched):
-            if batched:
-                return tensor_map(ptr, dt, (inner, outer, b.L), (row_stride * 2, batch_stride * 2), box + (1,))
-            return tensor_map(ptr, dt, (inner, outer), (row_stride * 2,), box)
-        ta = mk(b.A.ptr, b.K, b.M, aM, aL, (64, cfg.bm if cfg.pingpong else 128), spec.a_batched)
-        if spec.b_kmajor:
-            tb = mk(b.B.ptr, b.K, b.N, bN, bL, (64, cfg.bn), spec.b_batched)
-        else:
-            tb = mk(b.B.ptr, b.N, b.K, bK, bL, (64, 64), spec.b_batched)
+        # spec.a_batched / b_batched are "batch stride != 0", the rank rule operand_maps applies
+        amap, bmap = operand_maps(b.L, b.M, b.N, b.K, b.a_strides, b.b_strides, spec.b_kmajor, cfg.bn,
+                                  cfg.bm if cfg.pingpong else 128)
+        ta, tb = tensor_map(b.A.ptr, dt, *amap), tensor_map(b.B.ptr, dt, *bmap)
         tds = []                 # (output index, dtype, dims, strides, box) per TMA-stored output; pointers per call
         for k in tma_outputs(spec):
             sL, sM, _ = b.outputs[k].strides

@@ -1,55 +1,22 @@
-"""TMA tensor maps through the driver's cuTensorMapEncodeTiled, called with ctypes (no
-cuda-python needed; hopper-gemm-notes §5 found the bytes identical to cuda.bindings').
-
-A map embeds the data pointer, so it is rebuilt when an array changes; a small cache keyed by
-(pointer, dims, strides, box) keeps repeated calls on the same buffers at dictionary cost. The
-128 bytes go to the kernel by value as a size-1 numpy void array (a __grid_constant__ param).
-"""
-import ctypes
-
+"""TMA tensor maps for the cupy sm_90a kernels: the shared encoder (backends/gpu/tensormap.py)
+wrapped as a size-1 numpy void array, which CuPy passes by value (a __grid_constant__ param)."""
 import numpy as np
 
-from evt_core.errors import KernelCompileError
+from ...gpu import tensormap as _tm
 
-_DTYPE = {"float16": 6, "float32": 7, "bfloat16": 9}
-_INTERLEAVE_NONE, _SWIZZLE_128B, _L2_256B, _OOB_ZERO = 0, 3, 3, 0
-_lib = None
-_cache = {}
-
-
-def _driver():
-    global _lib
-    if _lib is None:
-        lib = ctypes.CDLL("libcuda.so.1")
-        f = lib.cuTensorMapEncodeTiled
-        f.restype = ctypes.c_int
-        f.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p,
-                      ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint64),
-                      ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(ctypes.c_uint32),
-                      ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
-        _lib = f
-    return _lib
+_SWIZZLE_128B = _tm.SWIZZLE_128B
+_blobs = {}
 
 
 def tensor_map(ptr, dtype, dims, byte_strides, box, swizzle=_SWIZZLE_128B):
     """dims: innermost first; byte_strides: of dims[1:]; box: innermost first."""
-    key = (ptr, dtype, tuple(dims), tuple(byte_strides), tuple(box), swizzle)
-    hit = _cache.get(key)
-    if hit is not None:
-        return hit
-    rank = len(dims)
-    buf = (ctypes.c_uint8 * 128)()
-    res = _driver()(ctypes.addressof(buf), _DTYPE[dtype], rank, ctypes.c_void_p(ptr),
-                    (ctypes.c_uint64 * rank)(*dims), (ctypes.c_uint64 * max(rank - 1, 1))(*byte_strides),
-                    (ctypes.c_uint32 * rank)(*box), (ctypes.c_uint32 * rank)(*([1] * rank)),
-                    _INTERLEAVE_NONE, swizzle, _L2_256B, _OOB_ZERO)
-    if res != 0:
-        raise KernelCompileError("cupy", "cuTensorMapEncodeTiled",
-                                 f"error {res} for dims {dims}, strides {byte_strides}, box {box}")
-    blob = np.frombuffer(bytes(buf), np.uint8).copy().view(np.dtype((np.void, 128)))
-    if len(_cache) > 256:
-        _cache.clear()
-    _cache[key] = blob
+    raw = _tm.encode(ptr, dtype, dims, byte_strides, box, swizzle, backend="cupy")
+    blob = _blobs.get(raw)
+    if blob is None:
+        blob = np.frombuffer(raw, np.uint8).copy().view(np.dtype((np.void, 128)))
+        if len(_blobs) > 256:
+            _blobs.clear()
+        _blobs[raw] = blob
     return blob
 
 

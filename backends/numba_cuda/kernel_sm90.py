@@ -1,0 +1,158 @@
+"""Source of the sm_90a fused kernel: persistent, warp-specialised, TMA loads into a 128B-swizzled
+full/empty mbarrier ring, wgmma m64n128k16 from shared memory, fp32 accumulate
+(hopper-gemm-notes §5-9, the design the cupy backend runs; numbers from backends/gpu/sm90.py).
+
+CTA = 384 threads. WG0 is the producer (setmaxnreg 40; its thread 0 issues every TMA load);
+WG1 and WG2 are consumers (setmaxnreg 232), each owning 64 rows of the 128 x 128 tile. Tiles are
+visited persistently in grouped order; while the consumers run a tile's epilogue the producer
+already fills the ring for their next tile. A slot is released one k-block late (wait_group 1),
+so one wgmma group stays in flight. Every mbarrier wait is bounded (ptx_sm90.mbar_wait).
+
+The epilogue (sm90_epilogue.py) stages each consumer's fragment through shared memory into the
+thread layout EpilogueWriter expects, so every op, reduction and deterministic mode of the
+mma.sync kernel works unchanged.
+"""
+from ..gpu import sm90
+from .sm90_epilogue import SmemLayout, epilogue_lines
+from .signature import Param, arg_list, main_params
+
+BN = 128                          # columns per CTA tile: m64n128k16, 64 fp32 accumulators per thread
+STAGES = 4
+N_ACC = BN // 2
+WAIT_FULL, WAIT_EMPTY = 1, 2      # watchdog codes: which wait timed out
+
+
+def sm90_params(program):
+    """main_params, then what only this kernel takes: the two tensor maps (global-memory
+    addresses), the watchdog word, and the tile counts."""
+    return main_params(program) + [Param("tmA", "ptr"), Param("tmB", "ptr"), Param("werr", "ptr"),
+                                   Param("tiles_m", "int"), Param("tiles_n", "int")]
+
+
+def module_prelude(ab_dtype, b_kmajor):
+    """Module-level lines of the generated source: the intrinsics and this variant's wgmma."""
+    ab = "bf16" if ab_dtype == "bfloat16" else "f16"
+    return (f"from {__package__}.ptx_sm90 import *\n"
+            f"wg_fence, wg_mma, wg_commit, wg_wait1, wg_wait0 = wgmma_ops({N_ACC}, {ab!r}, {b_kmajor})\n"
+            f"ZERO_ACC = ({', '.join(['ZERO'] * N_ACC)},)\n")
+
+
+def sm90_source(program, ab_dtype, b_kmajor, a_batched, b_batched, deterministic):
+    lay = SmemLayout(program, BN, STAGES, deterministic)
+    body = [
+        "smem = cuda.shared.array(0, uint8)",
+        "sbase = smem_align1024(smem)     # 1024-aligned: the swizzle atom",
+        f"bars = sbase + {lay.bars}        # full[s] at bars + 8s, empty[s] at bars + 8({STAGES} + s)",
+        "thread = cuda.threadIdx.x",
+        "wgid = warp_uniform(thread // 128)   # 0 producer, 1 and 2 consumers",
+        "tid = thread % 128",
+        f"tiles = L * tiles_m * tiles_n",
+        f"ktiles = udiv32(K + {sm90.BK - 1}, {sm90.BK})",
+        "if thread == 0:",
+        f"    for s in range({STAGES}):",
+        "        mbar_init(bars + 8 * s, 1)            # full: the producer's expect_tx arrival",
+        f"        mbar_init(bars + 8 * ({STAGES} + s), 2)  # empty: one arrival per consumer warpgroup",
+        "    fence_barrier_init()",
+        "cuda.syncthreads()",
+        "if wgid == 0:",
+    ]
+    body += ["    " + s for s in _producer(b_kmajor, a_batched, b_batched)]
+    body.append("else:")
+    body += ["    " + s for s in _consumer(program, b_kmajor, deterministic, lay)]
+    src = f"def evt_kernel({arg_list(sm90_params(program))}):\n" + "\n".join("    " + s if s else "" for s in body)
+    return src + "\n"
+
+
+def _tile_coords(ind):
+    """(l, mt, nt) of tile t in grouped order (backends/gpu/sm90.tile_coords), in u32 math."""
+    g = sm90.GROUP_M
+    return [f"{ind}per_batch = tiles_m * tiles_n",
+            f"{ind}l = udiv32(tile, per_batch)",
+            f"{ind}r = tile - l * per_batch",
+            f"{ind}group = udiv32(r, {g} * tiles_n)",
+            f"{ind}first_m = group * {g}",
+            f"{ind}rows = min(tiles_m - first_m, {g})",
+            f"{ind}rr = r - group * {g} * tiles_n",
+            f"{ind}mt = first_m + urem32(rr, rows)",
+            f"{ind}nt = udiv32(rr, rows)",
+            f"{ind}m0 = mt * {sm90.BM}",
+            f"{ind}n0 = nt * {BN}"]
+
+
+def _producer(b_kmajor, a_batched, b_batched):
+    stage = sm90.stage_bytes(BN)
+    a_bytes = sm90.a_stage_bytes()
+
+    def load(tm, dst, x, y, batched):
+        return (f"tma_load_3d({dst}, {tm}, {x}, {y}, l, fb)" if batched else
+                f"tma_load_2d({dst}, {tm}, {x}, {y}, fb)")
+    if b_kmajor:
+        b_loads = [load("tmB", "sb", "k0", "n0", b_batched)]
+    else:      # (K, N) row-major: 64-column panels of 64 k-rows, 8 KB apart
+        b_loads = [load("tmB", f"sb + {p * sm90.PANEL_BYTES}", f"n0 + {64 * p}", "k0", b_batched)
+                   for p in range(BN // 64)]
+    out = ["# ---- producer warpgroup: one thread streams every tile's k-blocks through the ring ----",
+           "setmaxnreg_producer()",
+           "if tid == 0:",
+           "    tensormap_acquire(tmA)",
+           "    tensormap_acquire(tmB)",
+           "    s = 0",
+           "    ph = 0",
+           "    tile = cuda.blockIdx.x",
+           "    while tile < tiles:    # (a stepped range() would divide in int64: a CALL)"]
+    out += _tile_coords("        ")
+    out += ["        for kb in range(ktiles):",
+            f"            mbar_wait(bars + 8 * ({STAGES} + s), ph ^ 1, werr, {WAIT_EMPTY})   # consumers released slot s",
+            "            fb = bars + 8 * s",
+            f"            mbar_expect_tx(fb, {stage})   # full boxes: TMA zero-fills past the edges",
+            f"            sa = sbase + s * {stage}",
+            f"            sb = sa + {a_bytes}",
+            f"            k0 = kb * {sm90.BK}",
+            "            " + load("tmA", "sa", "k0", "m0", a_batched)]
+    out += ["            " + x for x in b_loads]
+    out += ["            s = s + 1",
+            f"            if s == {STAGES}:",
+            "                s = 0",
+            "                ph = ph ^ 1",
+            "        tile = tile + cuda.gridDim.x"]
+    return out
+
+
+def _consumer(program, b_kmajor, deterministic, lay):
+    stage = sm90.stage_bytes(BN)
+    a_bytes = sm90.a_stage_bytes()
+    ka, la, sa_ = sm90.DESC_K_MAJOR
+    kb_, lb, sb_ = sm90.DESC_K_MAJOR if b_kmajor else sm90.DESC_N_MAJOR
+    out = ["# ---- consumer warpgroups: wgmma over the ring, then the fused epilogue ----",
+           "setmaxnreg_consumer()",
+           "wg = wgid - 1",
+           "s = 0",
+           "ph = 0",
+           "tile = cuda.blockIdx.x",
+           "while tile < tiles:"]
+    out += _tile_coords("    ")
+    out += ["    acc = ZERO_ACC",
+            "    prev = -1",
+            "    for kb in range(ktiles):",
+            f"        mbar_wait(bars + 8 * s, ph, werr, {WAIT_FULL})   # TMA filled slot s",
+            f"        sa = sbase + s * {stage} + wg * {sm90.A_HALF_BYTES}",
+            f"        sb = sbase + s * {stage} + {a_bytes}",
+            "        acc = wg_fence(acc)"]
+    for k in range(sm90.K16_STEPS):
+        out.append(f"        acc = wg_mma(acc, wgmma_desc(sa + {ka * k}, {la}, {sa_}), "
+                   f"wgmma_desc(sb + {kb_ * k}, {lb}, {sb_}))")
+    out += ["        wg_commit()",
+            "        acc = wg_wait1(acc)    # the previous k-block's wgmma is done: release its slot",
+            "        if (prev >= 0) & (tid == 0):",
+            f"            mbar_arrive(bars + 8 * ({STAGES} + prev))",
+            "        prev = s",
+            "        s = s + 1",
+            f"        if s == {STAGES}:",
+            "            s = 0",
+            "            ph = ph ^ 1",
+            "    acc = wg_wait0(acc)",
+            "    if (prev >= 0) & (tid == 0):",
+            f"        mbar_arrive(bars + 8 * ({STAGES} + prev))"]
+    out += ["    " + x for x in epilogue_lines(program, lay, N_ACC, deterministic)]
+    out.append("    tile = tile + cuda.gridDim.x")
+    return out

@@ -1,0 +1,215 @@
+"""sm_90a device intrinsics (inline PTX) for the warp-specialised kernel of kernel_sm90.py:
+mbarriers with a bounded wait, TMA loads from tensor maps in global memory, wgmma with its
+fence/commit/wait, setmaxnreg, named barriers and 32-bit index arithmetic.
+
+Conventions: every address and index argument is an int64 in the generated Python (numba
+widens mixed integer arithmetic to int64 anyway); the intrinsics truncate shared-window
+addresses to the 32 bits the instructions take. Accumulators are UniTuple(float32, N): the
+wgmma, its fence and its waits carry the whole tuple as tied operands, so no accumulator read
+or write can move across them (numba-hopper-notes "Recipes").
+"""
+from llvmlite import ir
+from numba import types
+from numba.cuda.extending import intrinsic
+
+from ..gpu.sm90 import CONSUMER_REGS, DESC_SWIZZLE_128B, PRODUCER_REGS
+
+_F32, _I32, _I64 = ir.FloatType(), ir.IntType(32), ir.IntType(64)
+_VOID = ir.VoidType()
+i64 = types.int64
+
+# A wait longer than this (ns of %globaltimer) is a broken pipeline, never a slow one: a tile's
+# epilogue takes microseconds. The watchdog then records `code` and traps (see mbar_wait).
+WATCHDOG_NS = 10_000_000_000
+
+
+def _asm(builder, ret, text, constraints, args, side_effect=True):
+    fnty = ir.FunctionType(ret, [a.type for a in args])
+    return builder.call(ir.InlineAsm(fnty, text, constraints, side_effect=side_effect), args)
+
+
+def _u32(builder, v):
+    return builder.trunc(v, _I32)
+
+
+def _void_intrinsic(text, constraints, nargs, narrow):
+    """An intrinsic of `nargs` int64 arguments emitting `text`; arguments whose index is in
+    `narrow` are truncated to 32 bits (shared-window addresses, counts, coordinates)."""
+    def typer(typingctx, *args):
+        def codegen(context, builder, sig, values):
+            vals = [_u32(builder, v) if k in narrow else v for k, v in enumerate(values)]
+            _asm(builder, _VOID, text, constraints, vals)
+        return types.void(*([i64] * nargs)), codegen
+    # numba's intrinsic decorator needs a fixed arity (no *args in the lowered call)
+    return intrinsic(_FIXED_ARITY[nargs](typer))
+
+
+_FIXED_ARITY = {
+    0: lambda f: lambda typingctx: f(typingctx),
+    1: lambda f: lambda typingctx, a: f(typingctx, a),
+    2: lambda f: lambda typingctx, a, b: f(typingctx, a, b),
+    4: lambda f: lambda typingctx, a, b, c, d: f(typingctx, a, b, c, d),
+    5: lambda f: lambda typingctx, a, b, c, d, e: f(typingctx, a, b, c, d, e),
+    6: lambda f: lambda typingctx, a, b, c, d, e, g: f(typingctx, a, b, c, d, e, g),
+}
+
+
+# ---- mbarriers (shared::cta) -------------------------------------------------------------------
+
+mbar_init = _void_intrinsic("mbarrier.init.shared::cta.b64 [$0], $1;", "r,r,~{memory}", 2, {0, 1})
+mbar_expect_tx = _void_intrinsic("mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", "r,r,~{memory}", 2,
+                                 {0, 1})
+mbar_arrive = _void_intrinsic("mbarrier.arrive.shared::cta.b64 _, [$0];", "r,~{memory}", 1, {0})
+# after init: make the barriers visible to the async proxy (TMA) before any thread uses them
+fence_barrier_init = _void_intrinsic("fence.mbarrier_init.release.cluster;\n\tfence.proxy.async.shared::cta;",
+                                     "~{memory}", 0, set())
+
+# Bounded wait on phase `parity`: the fast path is one try_wait; after that the loop reads
+# %globaltimer and gives up after WATCHDOG_NS: it stores `code` to the host-mapped word at
+# `flag` (so the host can say which wait failed after the context is lost), fences to system
+# scope and traps, which ends the kernel with a launch error instead of hanging the GPU.
+# Labels inside braces are local to the block, so the asm can be inlined many times. The
+# branches are .uni as in CUTLASS's ClusterBarrier::wait: the phase completes for every waiting
+# thread at once, and the wgmma.*.sync.aligned instructions after the wait need the warp converged.
+_WAIT = f"""{{
+\t.reg .pred P1;
+\t.reg .u64 T0, T1;
+\tmbarrier.try_wait.parity.shared::cta.b64 P1, [$0], $1;
+\t@P1 bra.uni DONE;
+\tmov.u64 T0, %globaltimer;
+\tLOOP:
+\tmbarrier.try_wait.parity.shared::cta.b64 P1, [$0], $1;
+\t@P1 bra.uni DONE;
+\tmov.u64 T1, %globaltimer;
+\tsub.u64 T1, T1, T0;
+\tsetp.lt.u64 P1, T1, {WATCHDOG_NS};
+\t@P1 bra.uni LOOP;
+\tst.volatile.global.u32 [$2], $3;
+\tmembar.sys;
+\ttrap;
+\tDONE:
+\t}}"""
+mbar_wait = _void_intrinsic(_WAIT, "r,r,l,r,~{memory}", 4, {0, 1, 3})
+
+
+# ---- TMA ---------------------------------------------------------------------------------------
+
+# The map is a 128-byte tensor map in global memory (generic address); x is the innermost
+# coordinate. Completion is signalled on the mbarrier as transaction bytes.
+tma_load_2d = _void_intrinsic(
+    "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1, {$2, $3}], [$4];",
+    "r,l,r,r,r,~{memory}", 5, {0, 2, 3, 4})
+tma_load_3d = _void_intrinsic(
+    "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1, {$2, $3, $4}], [$5];",
+    "r,l,r,r,r,r,~{memory}", 6, {0, 2, 3, 4, 5})
+# A map written by the host into global memory must be acquired by the tensormap proxy once
+# per CTA before its first use (CUDA Programming Guide, "tensor map in global memory").
+tensormap_acquire = _void_intrinsic("fence.proxy.tensormap::generic.acquire.gpu [$0], 128;", "l,~{memory}", 1,
+                                    set())
+
+
+# ---- warp specialisation -----------------------------------------------------------------------
+
+setmaxnreg_producer = _void_intrinsic(f"setmaxnreg.dec.sync.aligned.u32 {PRODUCER_REGS};", "~{memory}", 0, set())
+setmaxnreg_consumer = _void_intrinsic(f"setmaxnreg.inc.sync.aligned.u32 {CONSUMER_REGS};", "~{memory}", 0, set())
+# bar.sync with an id other than 0 (__syncthreads' barrier) over `count` threads: one consumer
+# warpgroup synchronises without the other two warpgroups.
+named_bar_sync = _void_intrinsic("bar.sync $0, $1;", "r,r,~{memory}", 2, {0, 1})
+
+
+@intrinsic
+def warp_uniform(typingctx, v):
+    """`v` (equal across the warp) broadcast from lane 0 with shfl.sync, so ptxas can keep it and
+    everything derived from it on the uniform datapath (CUTLASS does the same for the warpgroup
+    index: otherwise descriptor arithmetic lands in vector registers)."""
+    def codegen(context, builder, sig, args):
+        r = _asm(builder, _I32, "shfl.sync.idx.b32 $0, $1, 0, 0x1f, 0xffffffff;", "=r,r", [_u32(builder, args[0])])
+        return builder.zext(r, _I64)
+    return i64(i64), codegen
+
+
+def _u32_binop(op):
+    @intrinsic
+    def fn(typingctx, a, b):
+        """32-bit unsigned a op b for non-negative int64 operands below 2^32: numba's int64
+        division by a run-time value compiles to a CALL of __cuda_sm20_div_s64."""
+        def codegen(context, builder, sig, args):
+            x, y = _u32(builder, args[0]), _u32(builder, args[1])
+            return builder.zext(getattr(builder, op)(x, y), _I64)
+        return i64(i64, i64), codegen
+    return fn
+
+
+udiv32, urem32 = _u32_binop("udiv"), _u32_binop("urem")
+
+
+@intrinsic
+def smem_align1024(typingctx, arr):
+    """The shared-window address of a dynamic `cuda.shared.array(0, uint8)` rounded up to the
+    1024-byte swizzle atom (the launch asks for 1 KB of slack)."""
+    def codegen(context, builder, sig, args):
+        from numba.core import cgutils
+        data = cgutils.create_struct_proxy(sig.args[0])(context, builder, value=args[0]).data
+        generic = builder.ptrtoint(data, _I64)
+        r = _asm(builder, _I32, "{ .reg .u64 t; cvta.to.shared.u64 t, $1; cvt.u32.u64 $0, t; "
+                 "add.u32 $0, $0, 1023; and.b32 $0, $0, 0xfffffc00; }", "=r,l", [generic], side_effect=False)
+        return builder.zext(r, _I64)
+    return i64(arr), codegen
+
+
+# ---- wgmma -------------------------------------------------------------------------------------
+
+@intrinsic
+def wgmma_desc(typingctx, addr, lbo, sbo):
+    """The 64-bit shared-memory matrix descriptor (128-byte swizzle) of a tile at shared address
+    `addr` (backends/gpu/sm90.py gives the field layout)."""
+    def codegen(context, builder, sig, args):
+        def enc(v):
+            return builder.lshr(builder.and_(v, ir.Constant(_I64, 0x3FFFF)), ir.Constant(_I64, 4))
+        d = builder.or_(enc(args[0]), builder.shl(enc(args[1]), ir.Constant(_I64, 16)))
+        d = builder.or_(d, builder.shl(enc(args[2]), ir.Constant(_I64, 32)))
+        return builder.or_(d, ir.Constant(_I64, DESC_SWIZZLE_128B))
+    return i64(i64, i64, i64), codegen
+
+
+def _tied(n, text):
+    """An intrinsic acc -> acc whose asm `text` carries the n accumulators as tied operands."""
+    @intrinsic
+    def fn(typingctx, acc):
+        def codegen(context, builder, sig, args):
+            vals = [builder.extract_value(args[0], i) for i in range(n)]
+            st = ir.LiteralStructType([_F32] * n)
+            cons = ",".join(["=f"] * n + [str(i) for i in range(n)] + ["~{memory}"])
+            r = _asm(builder, st, text, cons, vals)
+            return context.make_tuple(builder, sig.return_type, [builder.extract_value(r, i) for i in range(n)])
+        tup = types.UniTuple(types.float32, n)
+        return tup(tup), codegen
+    return fn
+
+
+def wgmma_ops(n_acc, ab, b_kmajor):
+    """(fence, mma, commit, wait1, wait0) for m64n(2 n_acc)k16 with fp32 accumulate: mma(acc,
+    desc_a, desc_b) -> acc, A K-major, B K-major or N-major (imm-trans-b 1). scale-d is 1: the
+    accumulators start from zeros, which also makes K == 0 give zeros."""
+    bn = 2 * n_acc
+    regs = ",".join(f"${i}" for i in range(n_acc))
+    text = (f"{{ .reg .pred p; setp.ne.b32 p, ${n_acc + 2}, 0; "
+            f"wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.{ab}.{ab} {{{regs}}}, ${n_acc}, ${n_acc + 1}, p, 1, 1, 0, "
+            f"{0 if b_kmajor else 1}; }}")
+    tup = types.UniTuple(types.float32, n_acc)
+
+    @intrinsic
+    def mma(typingctx, acc, da, db):
+        def codegen(context, builder, sig, args):
+            vals = [builder.extract_value(args[0], i) for i in range(n_acc)]
+            st = ir.LiteralStructType([_F32] * n_acc)
+            cons = ",".join(["=f"] * n_acc + ["l", "l", "r"] + [str(i) for i in range(n_acc)] + ["~{memory}"])
+            r = _asm(builder, st, text, cons, [args[1], args[2], ir.Constant(_I32, 1)] + vals)
+            return context.make_tuple(builder, sig.return_type, [builder.extract_value(r, i) for i in range(n_acc)])
+        return tup(tup, i64, i64), codegen
+
+    fence = _tied(n_acc, "wgmma.fence.sync.aligned;")
+    wait1 = _tied(n_acc, "wgmma.wait_group.sync.aligned 1;")
+    wait0 = _tied(n_acc, "wgmma.wait_group.sync.aligned 0;")
+    commit = _void_intrinsic("wgmma.commit_group.sync.aligned;", "~{memory}", 0, set())
+    return fence, mma, commit, wait1, wait0

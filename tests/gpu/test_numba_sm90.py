@@ -1,0 +1,73 @@
+"""numba_cuda's sm_90a kernel (sm90=True) on an H100/H200: trees with every reduction kind, aux
+inputs and two outputs, fp16 and bf16, edge tiles, K tails, batched and batch-shared operands,
+both B layouts, deterministic partials, poisoned outputs; calls TMA cannot take must fall back
+to mma.sync, still correct, and say so in kernel.stages["sm90"]."""
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import evt_core
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "numba_cuda"))
+from trees import case, compare, relayout  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(autouse=True)
+def sm90_gpu(monkeypatch):
+    from evt_backends.numba_cuda.backend import NumbaCudaBackend
+    ok = NumbaCudaBackend().available()
+    if not ok or os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        pytest.skip(f"needs a CUDA GPU: {ok.reason or 'simulator selected'}")
+    from evt_backends.numba_cuda import driver
+    if driver.compute_capability() != (9, 0):
+        pytest.skip("needs an sm_90 GPU")
+    monkeypatch.setenv("EVT_POISON", "1")
+
+
+# (L, M, N, K): whole tiles, edge tiles in M and N, K tails (K % 64 != 0), M < 64, a single row
+SHAPES = [(0, 128, 128, 64), (2, 200, 136, 72), (0, 77, 48, 40), (3, 129, 264, 96), (0, 1, 16, 8),
+          (0, 300, 520, 200), (0, 1000, 1000, 1000)]
+
+
+def _run(tree, A, B, inputs, what, **opts):
+    k = evt_core.compile(tree, backend="numba_cuda", sm90=True, **opts)
+    got = k(A, B, **inputs)
+    compare(got, evt_core.interpret(tree, A, B, **inputs), what)
+    return k.stages.get("sm90", "")
+
+
+@pytest.mark.parametrize("ab", ["float16", "bfloat16"])
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_bias_relu_stats(ab, shape):
+    tree, A, B, inputs = case("bias_relu_stats", *shape, ab=ab, out="float16")
+    assert _run(tree, A, B, inputs, f"{ab} {shape}").startswith("sm_90a")
+
+
+@pytest.mark.parametrize("name,L", [("activations", 0), ("activations", 2), ("means", 3)])
+@pytest.mark.parametrize("ab", ["float16", "bfloat16"])
+@pytest.mark.parametrize("det", [False, True])
+def test_trees(name, L, ab, det):
+    tree, A, B, inputs = case(name, L, 150, 264, 48, ab=ab, out="bfloat16" if ab == "bfloat16" else "float16")
+    assert _run(tree, A, B, inputs, f"{name} {ab} det={det}", deterministic=det).startswith("sm_90a")
+
+
+@pytest.mark.parametrize("layout,fits", [("B_colmajor", True), ("shared_A", True), ("colmajor_aux", True),
+                                         ("A_colmajor", False), ("odd_K", False)])
+def test_layouts(layout, fits):
+    K = 60 if layout == "odd_K" else 64
+    tree, A, B, inputs = case("bias_relu_stats", 2, 190, 144, K, col_major_aux=layout == "colmajor_aux")
+    A, B = relayout(layout, A, B)
+    stage = _run(tree, A, B, inputs, layout)
+    assert stage.startswith("sm_90a") if fits else stage.startswith("fallback"), stage
+
+
+def test_deterministic_runs_are_bit_identical():
+    tree, A, B, inputs = case("bias_relu_stats", 2, 333, 200, 136)
+    k = evt_core.compile(tree, backend="numba_cuda", sm90=True, deterministic=True)
+    a, b = k(A, B, **inputs), k(A, B, **inputs)
+    for name in a:
+        assert np.array_equal(np.asarray(a[name]), np.asarray(b[name]), equal_nan=True), name

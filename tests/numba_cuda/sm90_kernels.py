@@ -1,0 +1,50 @@
+"""Representative sm_90a kernels for the CPU SASS checks and bench/SASS-numba.md: each is built
+once per process (numba -> LTO-IR -> nvJitLink for sm_90a, no GPU needed) and cached."""
+import numpy as np
+
+import evt_core
+from evt_core import ops
+
+from trees import case
+
+_built = {}
+
+
+def _bare(accum):
+    D = accum
+    return D
+
+
+def _bias_gelu(accum, bias):
+    D = ops.gelu_tanh(accum + bias)
+    return D
+
+
+def _trace(fn, extra, out_dtype):
+    ex = {"accum": np.empty((64, 64), np.float32), **extra, "D": np.empty((64, 64), out_dtype)}
+    return evt_core.trace(fn, ex).program
+
+
+def programs():
+    """name -> (program, ab dtype, B K-major, A batched, B batched, deterministic)."""
+    return {
+        "bare": (_trace(_bare, {}, np.float16), "float16", False, False, False, False),
+        "bias_gelu": (_trace(_bias_gelu, {"bias": np.empty((64,), np.float32)}, np.float16),
+                      "bfloat16", True, False, False, False),
+        # row/col/all reductions, an (M, N) aux input, two outputs; deterministic partials
+        "reductions_aux_two_outputs": (case("bias_relu_stats", 2, 13, 11, 9)[0].program, "float16", False, True, True,
+                                       True),
+        # reductions over L and MEAN, batched operands (3-D tensor maps)
+        "means_batched": (case("means", 3, 13, 11, 9)[0].program, "bfloat16", True, True, False, False),
+    }
+
+
+def build(name):
+    if name not in _built:
+        from evt_backends.numba_cuda import build as nb
+        from evt_backends.numba_cuda.kernel_sm90 import module_prelude, sm90_params, sm90_source
+        p, ab, kmajor, a_batched, b_batched, det = programs()[name]
+        src = module_prelude(ab, kmajor) + "\n" + sm90_source(p, ab, kmajor, a_batched, b_batched, det)
+        key = nb.cache_key("sm90_kernels", name, p.key(), src)
+        _built[name] = nb.build(key, src, "evt_kernel", sm90_params(p), sm90a=True)
+    return _built[name]

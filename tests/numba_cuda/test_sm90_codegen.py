@@ -1,0 +1,115 @@
+"""CPU-only checks of the sm_90a kernel: the SASS of representative kernels (numba builds them
+through LTO-IR for sm_90a, nvJitLink links, the cuobjdump wheel disassembles), the shared
+geometry in backends/gpu/sm90.py, and which calls fall back to the mma.sync kernel."""
+import os
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from evt_backends.gpu import sm90  # noqa: E402
+
+KERNELS = ("bare", "bias_gelu", "reductions_aux_two_outputs", "means_batched")
+
+
+@pytest.fixture(scope="module")
+def sass(tmp_path_factory):
+    pytest.importorskip("numba.cuda")
+    pytest.importorskip("cuda.bindings.nvjitlink")
+    pytest.importorskip("nvidia")
+    os.environ["EVT_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache-sm90"))
+    from evt_backends.numba_cuda.build import sass_opcodes
+    from sm90_kernels import build
+    return {name: (build(name), sass_opcodes(build(name).image)) for name in KERNELS}
+
+
+@pytest.mark.parametrize("name", KERNELS)
+def test_sass_is_warp_specialised_wgmma_with_tma(sass, name):
+    built, ops = sass[name]
+    assert ops["HGMMA"] >= sm90.K16_STEPS, ops        # 4 x m64n128k16 per k-block, on the tensor cores
+    assert ops["UTMALDG"] >= 2, ops                   # A and B by TMA
+    assert ops["USETMAXREG"] == 2, ops                # producer dec + consumer inc survived the build
+    assert ops["LDL"] == 0 and ops["STL"] == 0, ops   # no local memory
+    assert ops["CALL"] == 0, ops                      # no int64 division helpers, everything inlined
+    assert "0 bytes spill stores" in built.ptx and "Used 168 registers" in built.ptx, built.ptx
+
+
+def test_second_build_comes_from_the_cache(sass):
+    from evt_backends.numba_cuda import build as nb
+    from sm90_kernels import build
+    before = nb.COMPILES["count"]
+    nb._memory.clear()
+    import sm90_kernels
+    sm90_kernels._built.clear()
+    again = build("bare")
+    assert nb.COMPILES["count"] == before and again.image == sass["bare"][0].image
+
+
+def test_fragment_staging_matches_the_wgmma_fragment():
+    """The staging indices of sm90_epilogue (fr + 8j, fr + 8 pitch + 8j, then +1) put every
+    accumulator of every thread at its fragment position, covering the 64 x 128 block once."""
+    from evt_backends.numba_cuda.kernel_sm90 import BN, N_ACC
+    pitch, seen = BN + 8, set()
+    for warp in range(4):
+        for lane in range(32):
+            fr = (16 * warp + lane // 4) * pitch + 2 * (lane % 4)
+            for i in range(N_ACC):
+                j, e = divmod(i, 4)
+                idx = fr + 8 * j + (8 * pitch if e >= 2 else 0) + e % 2
+                row, col = sm90.fragment_position(i, warp, lane)
+                assert idx == row * pitch + col
+                seen.add((row, col))
+    assert seen == {(r, c) for r in range(64) for c in range(BN)}
+
+
+@pytest.mark.parametrize("mtiles,ntiles,L", [(1, 1, 1), (3, 5, 2), (9, 4, 1), (17, 3, 3)])
+def test_grouped_tile_order_visits_every_tile_once(mtiles, ntiles, L):
+    got = {sm90.tile_coords(t, mtiles, ntiles) for t in range(L * mtiles * ntiles)}
+    assert got == {(l, m, n) for l in range(L) for m in range(mtiles) for n in range(ntiles)}
+
+
+def test_descriptor_fields():
+    d = sm90.descriptor(0x1400, 16, 1024)
+    assert d >> 32 == 0x40000040 and d & 0x3FFF == 0x140 and (d >> 16) & 0x3FFF == 1
+
+
+def test_operand_maps():
+    a, b = sm90.operand_maps(1, 300, 520, 200, (0, 200, 1), (0, 520, 1), False, 128)
+    assert a == ((200, 300), (400,), (64, 128)) and b == ((520, 200), (1040,), (64, 64))
+    a, b = sm90.operand_maps(3, 300, 520, 200, (60000, 200, 1), (0, 1, 200), True, 128)
+    assert a == ((200, 300, 3), (400, 120000), (64, 128, 1)) and b == ((200, 520), (400,), (64, 128))
+
+
+def _bound(M=256, N=256, K=128, a=None, b=None, dtype="float16", L=1):
+    return SimpleNamespace(L=L, M=M, N=N, K=K, dtype=dtype, a_strides=a or (0, K, 1), b_strides=b or (0, N, 1))
+
+
+@pytest.mark.parametrize("bound,cc,why", [
+    (_bound(), (8, 0), "needs sm_90"),
+    (_bound(dtype="float32"), (9, 0), "fp16/bf16"),
+    (_bound(K=0), (9, 0), "empty"),
+    (_bound(K=70), (9, 0), "A strides"),                       # 140-byte rows
+    (_bound(a=(0, 1, 256)), (9, 0), "A strides"),              # M-contiguous A
+    (_bound(N=45), (9, 0), "B strides"),                       # 90-byte rows of (K, N) B
+    (_bound(b=(0, 3, 3)), (9, 0), "B strides"),                # neither K- nor N-contiguous
+])
+def test_calls_that_fall_back(bound, cc, why):
+    from evt_backends.numba_cuda.sm90_launch import refusal
+    got = refusal(bound, 0x1000, 0x2000, cc, encode=False)
+    assert got is not None and why in got, got
+
+
+@pytest.mark.parametrize("bound", [_bound(), _bound(M=77, N=48, K=40), _bound(b=(0, 1, 128)),
+                                   _bound(L=3, a=(256 * 128, 128, 1), b=(0, 1, 128))])
+def test_calls_that_fit(bound):
+    from evt_backends.numba_cuda.sm90_launch import refusal
+    assert refusal(bound, 0x1000, 0x2000, (9, 0), encode=False) is None
+    assert refusal(bound, 0x1008, 0x2000, (9, 0), encode=False) is not None     # A base not 16-byte aligned
+
+
+def test_entry_name_from_the_cubin(sass):
+    from evt_backends.numba_cuda.build_sm90 import kernel_entry
+    built = sass["bare"][0]
+    assert kernel_entry(built.image) == built.entry and "evt_kernel" in built.entry
