@@ -6,6 +6,7 @@ variant on first use through the memory + disk cache (the A/B dtype and layout a
 at call time). Kernels for the same Program and options share one Runner in this process.
 """
 import importlib.util
+from collections.abc import Mapping
 import os
 import threading
 
@@ -74,24 +75,17 @@ class NumbaCudaBackend(Backend):
         return Kernel(self.name, tree, runner, _LiveStages(stages, runner), opts)
 
 
-class _LiveStages(dict):
-    """Kernel.stages: the eager stages plus every variant the runner has compiled so far."""
+class _LiveStages(Mapping):
+    """Kernel.stages: the eager stages plus every variant the runner has compiled so far (a
+    read-only Mapping, so get/in/items all see the runner's stages: a dict subclass that
+    overrode only some methods let .get() miss them)."""
 
     def __init__(self, eager, runner):
-        super().__init__(eager)
+        self._eager = dict(eager)
         self._runner = runner
 
     def _merged(self):
-        return {**dict(super().items()), **self._runner.stages}
-
-    def items(self):
-        return self._merged().items()
-
-    def values(self):
-        return self._merged().values()
-
-    def keys(self):
-        return self._merged().keys()
+        return {**self._eager, **self._runner.stages}
 
     def __getitem__(self, k):
         return self._merged()[k]
@@ -101,6 +95,9 @@ class _LiveStages(dict):
 
     def __len__(self):
         return len(self._merged())
+
+    def __repr__(self):
+        return repr(self._merged())
 
 
 def _numba_cuda_version():
