@@ -83,8 +83,8 @@ def all_unary(dtype="float32"):
     """Every unary op once, summed so none is dead, plus every binary/ternary op."""
     b = ProgramBuilder()
     x = b.op(Op.MUL, b.accum, b.const(0.01))
-    terms = [b.op(op, x) for op in (Op.NEG, Op.RELU, Op.GELU, Op.GELU_TANH, Op.GELU_TANH_GRAD, Op.SIGMOID,
-                                    Op.SILU, Op.TANH, Op.EXP, Op.ABS)]
+    terms = [b.op(op, x) for op in (Op.NEG, Op.RELU, Op.GELU, Op.GELU_TANH, Op.GELU_TANH_GRAD, Op.GELU_GRAD,
+                                    Op.SIGMOID, Op.SILU, Op.TANH, Op.EXP, Op.ABS)]
     pos = b.op(Op.ADD, b.op(Op.ABS, x), b.const(1.0))
     terms += [b.op(op, pos) for op in (Op.LOG, Op.SQRT, Op.RSQRT)]
     y = b.load("Y", dtype, ("M", "N"))
@@ -150,11 +150,12 @@ def w1_forward(dtype="float16", batched=False):
     return b.build()
 
 
-def w2_backward(dtype="float16", batched=False):
-    """W2: dx = accum * gelu_tanh_grad(z), z an M x N aux input; store dx and its column sums."""
+def w2_backward(dtype="float16", batched=False, grad=Op.GELU_TANH_GRAD):
+    """W2: dx = accum * gelu_tanh_grad(z), z an M x N aux input; store dx and its column sums.
+    grad=Op.GELU_GRAD: the erf form's derivative (BERT's GELU backward)."""
     b = ProgramBuilder(batched)
     z = b.load("z", dtype, ("L", "M", "N"))
-    dx = b.op(Op.MUL, b.accum, b.op(Op.GELU_TANH_GRAD, z))
+    dx = b.op(Op.MUL, b.accum, b.op(grad, z))
     b.store(dx, "dx", dtype)
     b.reduce(Op.SUM, dx, "dbias", "float32", {"M"} | ({"L"} if batched else set()))
     return b.build()

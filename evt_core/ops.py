@@ -10,7 +10,7 @@ from .errors import TraceError
 from .tree.ops import AXES, Op
 from .tree.trace import apply
 
-__all__ = ["relu", "gelu", "gelu_tanh", "gelu_tanh_grad", "sigmoid", "silu", "tanh", "exp", "log", "sqrt",
+__all__ = ["relu", "gelu", "gelu_tanh", "gelu_tanh_grad", "gelu_grad", "sigmoid", "silu", "tanh", "exp", "log", "sqrt",
            "rsqrt", "abs", "maximum", "minimum", "multiply_add", "where", "permute", "reshape",
            "sum", "amax", "amin", "mean"]
 
@@ -19,6 +19,7 @@ def relu(x): """max(x, 0)"""; return apply(Op.RELU, x)
 def gelu(x): """x * Phi(x), the erf form"""; return apply(Op.GELU, x)
 def gelu_tanh(x): """the tanh approximation of GELU"""; return apply(Op.GELU_TANH, x)
 def gelu_tanh_grad(x): """d gelu_tanh(x) / dx (the DGELU of backward passes)"""; return apply(Op.GELU_TANH_GRAD, x)
+def gelu_grad(x): """d gelu(x) / dx, the erf form: Phi(x) + x * phi(x)"""; return apply(Op.GELU_GRAD, x)
 def sigmoid(x): """1 / (1 + exp(-x))"""; return apply(Op.SIGMOID, x)
 def silu(x): """x * sigmoid(x)"""; return apply(Op.SILU, x)
 def tanh(x): """hyperbolic tangent"""; return apply(Op.TANH, x)

@@ -37,12 +37,14 @@ def _gelu_tanh_grad(x):
     return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * _K * (1.0 + 3.0 * _A * x * x)
 
 
+def _pdf(x): return np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
+def _gelu_grad(x): return 0.5 * (1.0 + _erf(x / math.sqrt(2.0))) + x * _pdf(x)
 def _sigmoid(x): return 1.0 / (1.0 + np.exp(-x))
 
 
 UNARY = {
     "neg": np.negative, "abs": np.abs, "relu": lambda x: np.maximum(x, 0.0),
-    "gelu": _gelu, "gelu_tanh": _gelu_tanh, "gelu_tanh_grad": _gelu_tanh_grad,
+    "gelu": _gelu, "gelu_tanh": _gelu_tanh, "gelu_tanh_grad": _gelu_tanh_grad, "gelu_grad": _gelu_grad,
     "sigmoid": _sigmoid, "silu": lambda x: x * _sigmoid(x), "tanh": np.tanh, "exp": np.exp,
     "log": np.log, "sqrt": np.sqrt, "rsqrt": lambda x: 1.0 / np.sqrt(x),
 }
@@ -68,6 +70,12 @@ def _rounding(op, x, v):
         return 8 * U * av
     if op == "gelu":
         return 6 * U * (av + ax)
+    if op == "gelu_grad":
+        # Phi(x): erf to ~2 ulp of a value <= 1 plus the 1 + erf and final-add roundings; the
+        # density term p = |x| phi(x) in four fp32 steps, where exp's argument -x*x/2 is rounded
+        # (relative error U) so exp carries a relative error of about U * x*x/2 on top of its own.
+        p = ax * _pdf(x)
+        return 8 * U * (1.0 + av) + 8 * U * p * (1.0 + x * x)
     et, s = _tanh_err(x)
     if op == "gelu_tanh":
         return 0.5 * ax * et * 1.5 + 6 * U * (av + U * ax)

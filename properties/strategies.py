@@ -31,15 +31,15 @@ QUARTERS = tuple(i / 4 for i in range(-8, 9))           # exact in fp16, bf16 an
 CONSTANTS = (0.5, 1.0, 2.0, -1.5, 0.25, 3.0, -1.0)
 LIMIT = 4096.0                                          # bound on |any value|; fp16 holds 65504
 
-UNARY = ("relu", "gelu", "gelu_tanh", "gelu_tanh_grad", "sigmoid", "silu", "tanh", "exp", "log", "sqrt",
-         "rsqrt", "abs", "neg")
+UNARY = ("relu", "gelu", "gelu_tanh", "gelu_tanh_grad", "gelu_grad", "sigmoid", "silu", "tanh", "exp", "log",
+         "sqrt", "rsqrt", "abs", "neg")
 BINARY = ("add", "sub", "mul", "div", "maximum", "minimum", "lt", "le", "gt", "ge")
 TERNARY = ("multiply_add", "where")
 ELEMENTWISE = UNARY + BINARY + TERNARY
 COMPARE = ("lt", "le", "gt", "ge")
 REDUCTIONS = ("sum", "amax", "amin", "mean")
-TRANSCENDENTAL = frozenset({"gelu", "gelu_tanh", "gelu_tanh_grad", "sigmoid", "silu", "tanh", "exp", "log",
-                            "sqrt", "rsqrt", "div"})
+TRANSCENDENTAL = frozenset({"gelu", "gelu_tanh", "gelu_tanh_grad", "gelu_grad", "sigmoid", "silu", "tanh", "exp",
+                            "log", "sqrt", "rsqrt", "div"})
 ROLES = ("full", "full_f", "row", "row2", "col", "shared", "perbatch", "transposed")
 BATCHED_ONLY = frozenset({"shared", "perbatch"})
 
@@ -171,7 +171,7 @@ class _Builder:
             m, f = max(mg[a[1]], mg[a[2]]), max(fr[a[1]], fr[a[2]])
         else:
             bound = {"tanh": 1.0, "sigmoid": 1.0, "exp": math.e * (1 + 1e-6), "rsqrt": 1.0,
-                     "gelu_tanh_grad": 1.2, "log": math.log1p(mg[a[0]]) + 1e-3,
+                     "gelu_tanh_grad": 1.2, "gelu_grad": 1.2, "log": math.log1p(mg[a[0]]) + 1e-3,
                      "sqrt": math.sqrt(mg[a[0]]) + 1e-3}.get(op, mg[a[0]] * 1.0001 if a else 0)
             if op == "div":
                 bound = mg[a[0]]

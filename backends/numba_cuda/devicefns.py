@@ -9,6 +9,7 @@ from numba import cuda, float32
 
 _HALF, _ONE, _THREE = float32(0.5), float32(1.0), float32(3.0)
 _K, _A = float32(0.7978845608028654), float32(0.044715)
+_SQRT_HALF, _INV_SQRT_2PI = float32(0.7071067811865476), float32(0.3989422804014327)
 
 
 @cuda.jit(device=True, inline=True)
@@ -62,3 +63,11 @@ def gelu_tanh_grad(x):
     # Term by term as ops._gelu_tanh_grad writes it.
     t = math.tanh(_K * (x + _A * x * x * x))
     return _HALF * (_ONE + t) + _HALF * x * (_ONE - t * t) * _K * (_ONE + _THREE * _A * x * x)
+
+
+@cuda.jit(device=True, inline=True)
+def gelu_grad(x):
+    # Term by term as ops._gelu_grad writes it (erf's argument is an fp32 product here; the
+    # reference forms it in float64, well under a ulp of the result apart).
+    cdf = _HALF * (_ONE + math.erf(x * _SQRT_HALF))
+    return cdf + x * (math.exp(-_HALF * x * x) * _INV_SQRT_2PI)

@@ -89,4 +89,9 @@ def gelu_tanh_grad(x):
     return _F(ELEMENTWISE[Op.GELU_TANH_GRAD].fn(_F(x)))
 
 
+def gelu_grad(x):
+    from evt_core.tree.ops import ELEMENTWISE, Op
+    return _F(ELEMENTWISE[Op.GELU_GRAD].fn(_F(x)))
+
+
 __all__ = [n for n in dir() if not n.startswith("_") and n not in ("np", "threading", "float32", "cuda")]

@@ -26,6 +26,7 @@ SPELLING = {
     Op.GELU: "{0} * HALF * (ONE + f_erf({0} * SQRT_HALF))",
     Op.GELU_TANH: "HALF * {0} * (ONE + f_tanh(GELU_K * ({0} + GELU_A * {0} * {0} * {0})))",
     Op.GELU_TANH_GRAD: "gelu_tanh_grad({0})",
+    Op.GELU_GRAD: "gelu_grad({0})",
     Op.SIGMOID: "ONE / (ONE + f_exp(-{0}))",
     Op.SILU: "{0} * (ONE / (ONE + f_exp(-{0})))",
     Op.TANH: "f_tanh({0})",

@@ -23,6 +23,7 @@ class Op(enum.Enum):
     LT = "lt"; LE = "le"; GT = "gt"; GE = "ge"
     MAXIMUM = "maximum"; MINIMUM = "minimum"
     RELU = "relu"; GELU = "gelu"; GELU_TANH = "gelu_tanh"; GELU_TANH_GRAD = "gelu_tanh_grad"
+    GELU_GRAD = "gelu_grad"
     SIGMOID = "sigmoid"; SILU = "silu"; TANH = "tanh"; EXP = "exp"; LOG = "log"
     SQRT = "sqrt"; RSQRT = "rsqrt"; ABS = "abs"
     MULTIPLY_ADD = "multiply_add"; WHERE = "where"
@@ -49,6 +50,7 @@ _A = np.float32(0.044715)
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 erf = _erf                # public: the graph level (evt_core.partition) uses the same erf
 _SQRT_HALF = math.sqrt(0.5)
+_INV_SQRT_2PI = np.float32(1.0 / math.sqrt(2.0 * math.pi))
 
 
 def _f32(f):
@@ -76,6 +78,13 @@ def _gelu_tanh_grad(x):
         np.float32(1) + np.float32(3) * _A * x * x)
 
 
+def _gelu_grad(x):
+    """d/dx gelu(x), the erf form: Phi(x) + x * phi(x) (the backward of BERT's GELU). erf in
+    float64 then rounded, as in _gelu; the density term in float32, one rounding per step."""
+    cdf = np.float32(0.5) * (np.float32(1) + _erf(x.astype(np.float64) * _SQRT_HALF).astype(np.float32))
+    return cdf + x * (np.exp(np.float32(-0.5) * x * x) * _INV_SQRT_2PI)
+
+
 def _sigmoid(x):
     return np.float32(1) / (np.float32(1) + np.exp(-x))
 
@@ -97,6 +106,7 @@ ELEMENTWISE = {
     Op.GELU: OpInfo(1, _f32(_gelu)),
     Op.GELU_TANH: OpInfo(1, _f32(_gelu_tanh)),
     Op.GELU_TANH_GRAD: OpInfo(1, _f32(_gelu_tanh_grad)),
+    Op.GELU_GRAD: OpInfo(1, _f32(_gelu_grad)),
     Op.SIGMOID: OpInfo(1, _f32(_sigmoid)),
     Op.SILU: OpInfo(1, _f32(lambda x: x * _sigmoid(x))),
     Op.TANH: OpInfo(1, _f32(np.tanh)),

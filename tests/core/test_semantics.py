@@ -26,6 +26,7 @@ UNARY = {
     "gelu_tanh": lambda x: 0.5 * x * (1 + np.tanh(K0 * (x + A0 * x ** 3))),
     "gelu_tanh_grad": lambda x: (0.5 * (1 + np.tanh(K0 * (x + A0 * x ** 3)))
                                  + 0.5 * x * (1 - np.tanh(K0 * (x + A0 * x ** 3)) ** 2) * K0 * (1 + 3 * A0 * x * x)),
+    "gelu_grad": lambda x: 0.5 * (1 + erf(x / math.sqrt(2))) + x * np.exp(-x * x / 2) / math.sqrt(2 * math.pi),
     "sigmoid": sig, "silu": lambda x: x * sig(x), "tanh": np.tanh, "exp": np.exp,
     "abs": np.abs,
 }
@@ -147,3 +148,13 @@ def test_layout_ops_in_the_interpreter():
     got = evt_core.interpret(t, A, B, Ct=Ct, flat=flat)["Dt"]
     ref = (gemm(A, B) * Ct.transpose(0, 2, 1) + flat.reshape(M, N)).transpose(0, 2, 1)
     np.testing.assert_allclose(got, ref)
+
+
+def test_gelu_grad_is_the_derivative_of_gelu():
+    """gelu_grad against a central difference of gelu in float64 (an independent check of the
+    closed form), over the range where both terms matter and out to the tails."""
+    x = np.linspace(-6, 6, 241, dtype=np.float32).reshape(241, 1)
+    got = run(lambda accum: {"D": ops.gelu_grad(accum)}, x, np.ones((1, 1), np.float32))   # accum = x exactly
+    h, x64 = 1e-5, x.astype(np.float64).ravel()
+    diff = (UNARY["gelu"](x64 + h) - UNARY["gelu"](x64 - h)) / (2 * h)
+    np.testing.assert_allclose(got.ravel(), diff, rtol=0, atol=2e-6)

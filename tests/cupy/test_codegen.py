@@ -147,6 +147,23 @@ def test_fast_math_auto_only_where_every_result_is_16_bit():
     assert fast_ops(P.bias_gelu(gelu=Op.GELU_TANH)) != ()
 
 
+def test_erf_gelu_grad_is_always_the_accurate_spelling():
+    """gelu_grad (erf form) is erff and expf, with fast_math=True too: erff has no MUFU form,
+    so the op has no fast spelling and fast_math="auto" never picks it."""
+    from evt_backends.cupy.codegen.spelling import MATH_HELPERS
+    from evt_backends.cupy.select import fast_ops
+    helper = MATH_HELPERS.split("float evt_gelu_grad(float x)")[1].split("}")[0]
+    assert "erff(" in helper and "expf(" in helper and "approx" not in helper
+    prog = P.bias_gelu(gelu=Op.GELU_GRAD)              # fp16 stores only: would be fast if it could
+    assert fast_ops(prog) == ()
+    for fast in (False, True):
+        src = generate(prog, canonical_spec(prog, "float16", "sm90", fast_math=fast),
+                       candidates(prog, canonical_spec(prog, "float16", "sm90"))[0])
+        epi = src.split("void evt_epilogue(")[1].split("\n}\n")[0]
+        assert "evt_gelu_grad(" in epi and "_fast(" not in epi
+        assert "float evt_gelu_grad(float x)" in src
+
+
 def test_fallbacks_are_reported():
     from evt_backends.cupy.select import fast_path_summary
     prog = P.paper_example()

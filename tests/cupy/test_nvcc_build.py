@@ -5,6 +5,7 @@ the matrix runs in tests/gpu/test_cupy.py."""
 import pytest
 
 from bench import programs as P
+from evt_core.tree.ops import Op
 from evt_backends.cupy.codegen.plan import N_GENERIC, N_UNIT, TileConfig
 from bench.nvcc_check import build, find_tool
 from evt_backends.cupy.select import SMEM_LIMIT, generate, smem_bytes
@@ -37,6 +38,8 @@ CASES = [
      {"loads": "scalar"}),
     ("sm80-reductions-atomic", P.reductions(batched=True), "float16", "sm80", TileConfig(128, 256, 32, 2, 4, 3), {}),
     ("sm80-f32-all-ops", P.all_unary("float32"), "float32", "sm80", SM80_F32, {}),
+    ("sm90-dgelu-erf", P.w2_backward(grad=Op.GELU_GRAD), "float16", "sm90", SM90_128, {}),
+    ("sm80-bf16-dgelu-erf", P.w2_backward("bfloat16", grad=Op.GELU_GRAD), "bfloat16", "sm80", SM80, {}),
     ("sm80-f32-aux-unit", P.aux_layouts("float32"), "float32", "sm80", SM80_F32, {"classes": N_UNIT}),
 ]
 

@@ -313,7 +313,27 @@ def ex_w4(L, M, N, dt, batched):
              "y_sqsum": np.empty(lmn[:-1], np.float32)})
 
 
-EPILOGUES.update({"w1": (epi_w1, ex_w1), "w2": (epi_w2, ex_w2), "w3": (epi_w3, ex_w3), "w4": (epi_w4, ex_w4)})
+def epi_dgelu(accum, z):
+    """W2 with the erf-form derivative: BERT's GELU backward and its bias gradient."""
+    dx = accum * ops.gelu_grad(z)
+    dbias = ops.sum(dx, over="M")
+    return dx, dbias
+
+
+EPILOGUES.update({"w1": (epi_w1, ex_w1), "w2": (epi_w2, ex_w2), "w3": (epi_w3, ex_w3), "w4": (epi_w4, ex_w4),
+                  "dgelu": (epi_dgelu, ex_w2)})
+
+
+@pytest.mark.parametrize("fast_math", [False, True], ids=["accurate", "fast_math"])
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+@pytest.mark.parametrize("ml", ["sm80", "sm90"])
+def test_erf_gelu_backward(ml, dt, fast_math):
+    """gelu_grad has no fast spelling, so fast_math=True must meet the accurate tolerance too."""
+    tree, A, B, inputs = make("dgelu", 1, 200, 328, 72, dt, batched=False)
+    kern = evt_core.compile(tree, backend="cupy", mainloop=ml, autotune=False, fast_math=fast_math)
+    check(kern(A, B, **inputs), evt_core.interpret(tree, A, B, **inputs), 72)
+    assert not kern.run.watchdog_fired()
+
 
 # the old opt-in paths all off, the TMA paths with accurate math, the defaults (TMA paths on,
 # fast_math="auto"), and everything fast

@@ -39,7 +39,7 @@ def test_bias_relu_stats(ab, shape):
     compare(got, evt_core.interpret(tree, A, B, **inputs), f"{ab} {shape}")
 
 
-@pytest.mark.parametrize("name,L", [("activations", 0), ("activations", 2), ("means", 3)])
+@pytest.mark.parametrize("name,L", [("activations", 0), ("activations", 2), ("means", 3), ("dgelu", 0), ("dgelu", 2)])
 @pytest.mark.parametrize("ab", ["float16", "bfloat16"])
 @pytest.mark.parametrize("det", [False, True])
 def test_trees(name, L, ab, det):

@@ -17,6 +17,7 @@ CASES = [
     ("bias_relu_stats", 2, 13, 11, 9, "float16", "float16", False, {}),
     ("bias_relu_stats", 0, 10, 7, 5, "float32", "float32", True, {"deterministic": True}),
     ("activations", 0, 9, 10, 6, "float32", "float32", False, {}),
+    ("dgelu", 2, 11, 9, 5, "float16", "float16", False, {}),
     ("means", 3, 7, 9, 4, "float16", "float16", False, {"deterministic": True}),
     ("means", 2, 9, 5, 3, "float32", "float32", False, {}),
 ]

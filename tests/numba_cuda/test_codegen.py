@@ -90,3 +90,16 @@ def test_fast_mainloop_keeps_the_pipeline(built):
     code = "\n".join(line.split("#")[0] for line in built["f16_fast"].source.splitlines())
     assert not re.search(r"% 3\b", code), "the stage index is still computed by a modulo"
     assert code.count("cp_async16(sbase + wr + ") == 8
+
+
+def test_gelu_grad_device_function_follows_the_reference():
+    """The simulator calls the op table itself, so the GPU's device function is checked here, in
+    Python: the same fp32 steps as ops._gelu_grad (only erf's argument is an fp32 product)."""
+    pytest.importorskip("numba.cuda")
+    import numpy as np
+    from evt_backends.numba_cuda import devicefns
+    from evt_core.tree.ops import Op
+    x = np.linspace(-8, 8, 4001, dtype=np.float32)
+    got = np.array([devicefns.gelu_grad.py_func(v) for v in x])
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, ELEMENTWISE[Op.GELU_GRAD].fn(x), rtol=0, atol=2.5e-7)

@@ -22,7 +22,7 @@ def _run_simulated(script, tmp_path):
 
 
 def test_simulator_cases(tmp_path):
-    assert _run_simulated("sim_cases.py", tmp_path).count("ok ") == 5
+    assert _run_simulated("sim_cases.py", tmp_path).count("ok ") == 6
 
 
 def test_simulator_layout_cases(tmp_path):

@@ -21,7 +21,7 @@ def bias_relu_stats(accum, C, alpha, bias):
 
 def activations(accum, rowscale, colbias):
     x = accum * rowscale + colbias
-    g = ops.gelu(x * 0.25)
+    g = ops.gelu(x * 0.25) + ops.gelu_grad(x * 0.25)
     t = ops.gelu_tanh(x * 0.25) - ops.sigmoid(x) + ops.silu(x * 0.1) * ops.tanh(x * 0.1)
     d = ops.gelu_tanh_grad(x * 0.1) + ops.exp(-ops.abs(x)) + ops.log(ops.abs(x) + 1.0)
     s = ops.sqrt(ops.abs(x)) + ops.rsqrt(ops.abs(x) + 1.0) - ops.maximum(x, 2.0) + ops.minimum(x, -1.0)
@@ -29,6 +29,14 @@ def activations(accum, rowscale, colbias):
     c = (x < 1.0) + (x <= 2.0) + (x >= 0.0) - x
     out = g + t + d + s + w + c
     return out
+
+
+def dgelu(accum, z):
+    """BERT's GELU backward, dz = dh * gelu'(z) in the erf form. Its column sum (dbias) is left
+    out: compare()'s fp32 atol assumes exact sums, and inexact terms summed in another order come
+    close to it at the GPU shapes (tests/gpu/test_cupy.py checks dbias with a reassociation allowance)."""
+    dz = accum * ops.gelu_grad(z)
+    return {"dz": dz}
 
 
 def means(accum, aux):
@@ -64,6 +72,11 @@ def case(name, L, M, N, K, ab="float16", out="float16", col_major_aux=False, see
                   "colbias": _ints(rng, (N,), "float32")}
         ex = {"accum": acc, **inputs, "out": np.empty(lead + (M, N), DTYPES[out])}
         fn = activations
+    elif name == "dgelu":
+        # z on a quarter grid over [-4, 4): both terms of gelu' matter there
+        inputs = {"z": (rng.integers(-16, 16, lead + (M, N)) / 4).astype(DTYPES[out])}
+        ex = {"accum": acc, **inputs, "dz": np.empty(lead + (M, N), DTYPES[out])}
+        fn = dgelu
     elif name == "means":
         assert L, "means reduces over L"
         inputs = {"aux": _ints(rng, (1, M, N), "float32")}

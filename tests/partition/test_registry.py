@@ -81,3 +81,33 @@ def test_group_tree_equals_the_hand_written_epilogue():
                 "o0": np.empty((8, 4), np.float16), "o1": np.empty((8,), np.float16)}
     assert gt.tree == evt_core.trace(epilogue, examples)
     assert gt.outputs == {"o0": "gelu", "o1": "sum"} and gt.a == ("x", None) and gt.b == ("w", None)
+
+
+@pytest.mark.parametrize("op,approx", [(Op.GELU_GRAD, "none"), (Op.GELU_TANH_GRAD, "tanh")])
+def test_gelu_backward_is_grad_times_the_trees_derivative(op, approx):
+    x = np.linspace(-6, 6, 1001, dtype=np.float32)
+    grad = np.cos(x).astype(np.float32)
+    got = REGISTRY["gelu_backward"].impl(grad, x, approximate=approx)
+    np.testing.assert_array_equal(got, grad * ELEMENTWISE[op].fn(x))
+
+
+def test_erf_gelu_backward_lowers_to_a_tree_and_runs_fused():
+    """BERT's DGELU (dh = dy @ w^T, dz = gelu_backward(dh, z) in the erf form, db = dz column
+    sums): one GEMM group whose tree uses gelu_grad, matching the unpartitioned NumPy graph."""
+    from evt_core.tree.ir import Tree
+    from helpers import assert_close, make_inputs
+    g = P.Graph()
+    dy, w = g.input("dy", (8, 16), "float16"), g.input("w", (4, 16), "float16")
+    z = g.input("z", (8, 4), "float16")
+    dz = g.add("gelu_backward", g.add("mm", dy, g.add("t", w)), z, approximate="none")
+    g.output(dz, g.add("sum", dz, [0], True))
+    plan = P.partition(g, cache=None)
+    k, grp = next((k, grp) for k, grp in enumerate(plan.groups) if "mm" in grp)
+    assert "gelu_backward" in grp
+    gt = P.group_tree(g, grp, set(g.outputs))
+    assert isinstance(gt.tree, Tree) and Op.GELU_GRAD in {ins.op for ins in gt.tree.program.instrs}
+    inputs = make_inputs(g)
+    got, want = P.run(plan, inputs, backend="numpy"), P.evaluate(g, inputs)
+    assert k in got.fused and not got.unfused
+    for o in g.outputs:
+        assert_close(got[o], want[o], tol=2e-3, what=o)

@@ -10,6 +10,12 @@ def mlp():
     return nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 8))
 
 
+def gelu_mlp():
+    """BERT's FFN shape: nn.GELU() is the erf form, so its backward is gelu_backward(approximate="none")."""
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 8))
+
+
 def transformer_block():
     torch.manual_seed(0)
     return nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True, activation="gelu")

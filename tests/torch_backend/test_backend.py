@@ -15,7 +15,7 @@ import evt_core.torch.ops as evt_ops
 from evt_core.errors import UnsupportedError
 from evt_core.partition import PartitionError, plan_cost
 
-from .models import mlp, train_side_by_side, transformer_block
+from .models import gelu_mlp, mlp, train_side_by_side, transformer_block
 
 
 @pytest.fixture
@@ -45,6 +45,18 @@ def test_transformer_block_trains_like_eager(kernel_calls):
     (rep,) = et.reports()
     assert rep.fused and kernel_calls                  # GEMM groups ran as evt kernels
     assert set(rep.fused).isdisjoint(rep.unfused)
+
+
+def test_erf_gelu_backward_group_is_fused(kernel_calls):
+    """The dgelu group (dh = dy @ W2, gelu_backward(dh, z) in the erf form, the bias gradient)
+    runs as one evt kernel, and training still matches eager."""
+    x = torch.randn(12, 16, generator=torch.Generator().manual_seed(3))
+    _assert_tight(train_side_by_side(gelu_mlp(), x, None, lambda y, _: y.pow(2).mean(), "evt", steps=2))
+    (rep,) = et.reports()
+    g = rep.plan.graph
+    (dgelu,) = [k for k, grp in enumerate(rep.plan.groups) if any(g.nodes[n].op == "gelu_backward" for n in grp)]
+    assert any(g.nodes[n].op == "mm" for n in rep.plan.groups[dgelu])
+    assert dgelu in rep.fused and dgelu not in rep.unfused, rep.unfused
 
 
 def test_mlp_cross_entropy_with_options(kernel_calls):

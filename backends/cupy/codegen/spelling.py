@@ -34,6 +34,7 @@ CUDA_SPELLING = {
     Op.GELU: "{a} * 0.5f * (1.0f + erff({a} * 0.70710678118654752f))",
     Op.GELU_TANH: "evt_gelu_tanh({a})",
     Op.GELU_TANH_GRAD: "evt_gelu_tanh_grad({a})",
+    Op.GELU_GRAD: "evt_gelu_grad({a})",
     Op.SIGMOID: "evt_sigmoid({a})",
     Op.SILU: "{a} * evt_sigmoid({a})",
     Op.TANH: "tanhf({a})",
@@ -50,6 +51,8 @@ CUDA_SPELLING = {
 # about 2^-10.99, i.e. ~5e-4: fp16's own rounding step), ex2.approx.ftz.f32 on x*log2(e)
 # (relative error ~2^-22 plus the rounding of the product: ~|x| * 2^-24 relative), and
 # rcp.approx.ftz.f32 for sigmoid's division (~1 ulp). Subnormal results flush to zero.
+# The erf-form GELU and its derivative have no entry: erff has no MUFU approximation, so
+# both stay accurate (gelu_grad's expf included).
 FAST_SPELLING = {
     Op.TANH: "evt_tanh_fast({a})",
     Op.EXP: "evt_exp_fast({a})",
@@ -78,6 +81,11 @@ __device__ __forceinline__ float evt_gelu_tanh(float x) {{
 __device__ __forceinline__ float evt_gelu_tanh_grad(float x) {{
   float t = tanhf({_GELU_K} * (x + {_GELU_A} * x * x * x));
   return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * {_GELU_K} * (1.0f + 3.0f * {_GELU_A} * x * x);
+}}
+// d/dx of the erf-form GELU (the same formula as ops._gelu_grad): Phi(x) + x * phi(x)
+__device__ __forceinline__ float evt_gelu_grad(float x) {{
+  float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752f));
+  return cdf + x * (expf(-0.5f * x * x) * 0.3989422804014327f);
 }}
 // ---- fast_math=True spellings (FAST_SPELLING): MUFU approximations ----
 __device__ __forceinline__ float evt_tanh_fast(float x) {{ float y; asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }}

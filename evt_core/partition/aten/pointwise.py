@@ -39,17 +39,13 @@ def gelu(self, approximate="none"):
 
 
 def gelu_backward(grad_output, self, approximate="none"):
-    x = np.asarray(self, np.float32)
-    if approximate == "tanh":
-        return grad_output * ELEMENTWISE[Op.GELU_TANH_GRAD].fn(x)
-    d = 0.5 * (1 + erf(x / np.sqrt(np.float32(2)))) + x * np.exp(-0.5 * x * x) / np.sqrt(2 * np.pi)
-    return grad_output * d
+    grad = ELEMENTWISE[Op.GELU_TANH_GRAD if approximate == "tanh" else Op.GELU_GRAD].fn
+    return grad_output * grad(np.asarray(self, np.float32))
 
 
 def _gelu_backward_tree(node, a, ctx):
-    if node.attr("approximate") != "tanh":
-        raise Unfusible(f"{node.name}: the erf-form GELU derivative has no epilogue op (tanh form only)")
-    return a[0] * E.gelu_tanh_grad(a[1])
+    grad = E.gelu_tanh_grad if node.attr("approximate") == "tanh" else E.gelu_grad
+    return a[0] * grad(a[1])
 
 
 _UNARY = {   # name: (NumPy, tree; a str says why there is no tree node)
