@@ -15,6 +15,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from ..dtypes import DTYPES
 from .aten import Unfusible
 from .aten.structural import layout_perm
 from .graph import Graph, Node
@@ -58,7 +59,7 @@ def group_tree(g: Graph, group: list[str], needed: set[str]) -> GroupTree:
     for key, n in outputs.items():
         node = g.nodes[n]
         shape = _reduced_shape(g, node) if node.kind is Kind.REDUCTION else node.shape
-        examples[key] = np.empty(shape, node.types[0].numpy_dtype())
+        examples[key] = np.empty(shape, DTYPES[node.dtype])
     param_of = {v: p for p, v in inputs.items()}
     ctx = SimpleNamespace(rank=len(anchor.shape), graph=g)
 
@@ -104,7 +105,7 @@ def _operands(g: Graph, anchor: Node, body, inside):
             raise Unfusible(f"{name} is {node.dtype}; epilogue loads are float16/bfloat16/float32")
         p = f"in_{len(inputs)}"
         inputs[p] = name
-        examples[p] = np.empty(node.shape, node.types[0].numpy_dtype())
+        examples[p] = np.empty(node.shape, DTYPES[node.dtype])
     return inputs, examples, consts
 
 

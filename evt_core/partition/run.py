@@ -11,6 +11,7 @@ import numpy as np
 from .aten import Unfusible
 from .errors import check
 from .evaluate import _round, eval_node, evaluate
+from ..dtypes import DTYPES
 from .lowering import group_tree
 from .optable import Kind
 from .plan import Plan
@@ -73,7 +74,10 @@ def _run_gemm(g, grp, needed, env, evt_core, backend) -> None:
     for n in gt.absorbed:          # later groups may read the permuted operand itself
         env[n] = eval_node(g.nodes[n], env)
     A, B = (_layout(env[name], perm) for name, perm in (gt.a, gt.b))
-    out = kernel(A, B, **{p: np.asarray(env[v]) for p, v in gt.inputs.items()})
+    # The tree is traced in the graph's own dtypes (bfloat16 as ml_dtypes' type); the NumPy
+    # evaluator holds bfloat16 values as float32 already rounded to bfloat16, so the cast is exact.
+    out = kernel(A, B, **{p: np.asarray(env[v]).astype(DTYPES[g.nodes[v].dtype], copy=False)
+                          for p, v in gt.inputs.items()})
     for key, n in gt.outputs.items():
         env[n] = _round(np.asarray(out[key]).reshape(g.nodes[n].shape), g.nodes[n].types[0])
 

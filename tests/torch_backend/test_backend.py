@@ -151,3 +151,16 @@ def test_cpu_tensors_run_numpy_whatever_the_gpu_choice(kernel_calls):
     out = torch.compile(model, backend=et.backend(kernels="cupy", strict=True))(x)
     torch.testing.assert_close(out, model(x), rtol=1e-5, atol=1e-6)
     assert kernel_calls and all(set(evt_ops.entry(k).compiled) == {"numpy"} for k in kernel_calls)
+
+
+def test_bfloat16_training_fuses_and_matches_eager(kernel_calls):
+    """A bfloat16 model's groups are traced in bfloat16 (not float32), so their kernels take
+    the step's tensors, and the step matches eager's within bfloat16's rounding."""
+    x = torch.randn(12, 16, generator=torch.Generator().manual_seed(4)).to(torch.bfloat16)
+    history = train_side_by_side(gelu_mlp().to(torch.bfloat16), x, None,
+                                 lambda y, _: y.float().pow(2).sum(), "evt", steps=2)
+    for ours, eager, grad_diff in history:
+        assert ours == pytest.approx(eager, rel=2e-2) and grad_diff < 0.25
+    (rep,) = et.reports()
+    assert rep.fused and not rep.unfused, rep.unfused
+    assert kernel_calls
