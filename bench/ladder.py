@@ -170,10 +170,21 @@ _nvmath_dgelu_bgrad = _nvmath_matmul(
     lambda result, aux: {"dx": result.t(), "dbias": _f32(_first(aux, "dgelu_bgrad", "bgrad"))})
 
 
+def _cutlass_dsl_path():
+    """The CuTe DSL puts its `cutlass` package on sys.path from a .pth file, which only site
+    directories run: with the wheels installed into a plain --target folder on PYTHONPATH,
+    `import cutlass` fails unless its folder is added here."""
+    import importlib.util
+    if importlib.util.find_spec("cutlass") is None and importlib.util.find_spec("nvidia_cutlass_dsl"):
+        import nvidia_cutlass_dsl
+        sys.path.insert(0, os.path.join(nvidia_cutlass_dsl.__path__[0], "dsl_packages"))
+
+
 def _quack(what):
     """QuACK (quack-kernels): gemm for D = acc, gemm_act for the GELU rungs."""
     def make(case):
         try:
+            _cutlass_dsl_path()
             from quack import gemm_interface as qi
         except Exception as e:  # noqa: BLE001
             return None, f"QuACK is not installed ({type(e).__name__}: {e}); pip install quack-kernels"
