@@ -67,11 +67,12 @@ def plan_graph(gm, passes: bool = True, solver: str = "bnb", time_limit: float |
             rank = len(f.meta["val"].shape)
             out.layouts.setdefault(_source(f.args[0]), []).append((f.name, _fx_perm(f, rank)))
     sms = _gpu_sms(gm, kernels)
+    device = "cuda" if _cuda_value(gm) is not None else "cpu"
     for k, grp in enumerate(plan.groups):
         if not any(g.nodes[n].op in GEMMS for n in grp):
             continue
         try:
-            out.kernels[k] = _group_kernel(g, k, grp, needed, trust, kernels, options or {}, sms)
+            out.kernels[k] = _group_kernel(g, k, grp, needed, trust, kernels, options or {}, sms, device)
         except (Unfusible, EvtError) as err:
             out.refused[k] = str(err).splitlines()[0]
     return out
@@ -85,7 +86,7 @@ def _check_static(gm) -> None:
                                "shapes: compile with torch.compile(..., dynamic=False)")
 
 
-def _group_kernel(g, k, grp, needed, trust, kernels, options, sms=None) -> GroupKernel:
+def _group_kernel(g, k, grp, needed, trust, kernels, options, sms=None, device="cpu") -> GroupKernel:
     gg = group_tree(g, grp, needed)
     if sms:
         why = split_k_reason(*_gemm_extents(g, gg), sms)
@@ -96,6 +97,10 @@ def _group_kernel(g, k, grp, needed, trust, kernels, options, sms=None) -> Group
         if trust.get(name, "?"):
             raise Unfusible(trust.get(name) or f"{name} is not a value of the fx graph (the graph passes made it)")
     key = evt_ops.register(tree, kernels, **options)
+    # Compiled now, not at the first training step: a tree the chosen backend refuses (an
+    # option, an op, a dtype it lacks) makes this group run as torch ops, with the reason in
+    # the report, instead of failing the step.
+    evt_ops.entry(key).kernel(device)
     program = tree.program
     index = {r: i for i, r in enumerate(program.result_names)}
     outputs = [(index[key_], n, g.nodes[n].shape) for key_, n in gg.outputs.items()]
@@ -140,13 +145,19 @@ def _gemm_extents(g, gg) -> tuple[int, int, int, int]:
 def _gpu_sms(gm, kernels) -> int | None:
     """The SM count of the GPU the graph's tensors live on, or None (CPU tensors, NumPy
     kernels): the split-K rule is a GPU cost rule only."""
-    if kernels == "numpy":
+    val = None if kernels == "numpy" else _cuda_value(gm)
+    if val is None:
         return None
+    import torch
+    return torch.cuda.get_device_properties(val.device).multi_processor_count
+
+
+def _cuda_value(gm):
+    """A CUDA tensor among the graph's inputs (their fake values), or None."""
     for f in gm.graph.nodes:
         val = f.meta.get("val") if f.op == "placeholder" else None
         if getattr(getattr(val, "device", None), "type", None) == "cuda":
-            import torch
-            return torch.cuda.get_device_properties(val.device).multi_processor_count
+            return val
     return None
 
 

@@ -164,3 +164,21 @@ def test_bfloat16_training_fuses_and_matches_eager(kernel_calls):
     (rep,) = et.reports()
     assert rep.fused and not rep.unfused, rep.unfused
     assert kernel_calls
+
+
+def test_a_tree_the_backend_refuses_runs_as_torch_ops(monkeypatch, kernel_calls):
+    """Kernels are compiled when the graph is planned: a backend that refuses a group's tree
+    makes that group run as torch ops, with the backend's reason in the report, and the step
+    still matches eager (it does not fail at the first training step)."""
+    real = evt_ops.Entry.kernel
+
+    def refuse_gelu_grad(self, device_type):
+        if "gelu_grad" in self.tree.program.describe():
+            raise UnsupportedError("this backend has no gelu_grad")
+        return real(self, device_type)
+    monkeypatch.setattr(evt_ops.Entry, "kernel", refuse_gelu_grad)
+    x = torch.randn(12, 16, generator=torch.Generator().manual_seed(5))
+    _assert_tight(train_side_by_side(gelu_mlp(), x, None, lambda y, _: y.pow(2).mean(), "evt", steps=2))
+    (rep,) = et.reports()
+    assert any("no gelu_grad" in why for why in rep.unfused.values()), rep.unfused
+    assert rep.fused and kernel_calls
