@@ -24,7 +24,10 @@ class CupyBackend(Backend):
     # per tensor where layouts or shared memory forbid it (kernel.stages["fast_paths"] says so).
     # fast_math="auto": approximate transcendentals only where every result is stored in 16 bits.
     options = {"mainloop": "auto", "deterministic": False, "autotune": True, "tile": None,
-               "aux_tma": True, "tma_store_all": True, "fast_math": "auto"}
+               "aux_tma": True, "tma_store_all": True, "fast_math": "auto",
+               # an M-major A (a weight gradient's transposed activations) loaded by TMA and fed to
+               # wgmma transposed; off until it has run on a GPU (such an A takes scalar loads)
+               "a_mn_major_tma": False}
 
     def available(self):
         try:

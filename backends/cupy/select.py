@@ -67,14 +67,17 @@ def decide_spec(program, bound, options, cc, report=None):
     (aL, aM, aK), (bL, bK, bN) = bound.a_strides, bound.b_strides
     pa, pb = bound.A.ptr, bound.B.ptr
     b_kmajor = bK == 1 and bN != 1
-    a_tma = aK == 1 and _rows16(pa, aM, aL, item)
+    # M-major A (unit M stride) by TMA: opt-in until measured on a GPU (option a_mn_major_tma)
+    a_kmajor = not (options.get("a_mn_major_tma") and aM == 1 and aK != 1)
+    a_tma = _rows16(pa, aM, aL, item) and aK == 1 if a_kmajor else _rows16(pa, aK, aL, item)
     b_tma = (_rows16(pb, bN, bL, item) if b_kmajor else bN == 1 and _rows16(pb, bK, bL, item))
     want = options["mainloop"]
     can90 = cc >= (9, 0) and cc < (10, 0) and dt != "float32" and a_tma and b_tma
     if want == "sm90" and not can90:
         why = ("fp32 inputs have no exact wgmma (use sm80)" if dt == "float32" else
                "the GPU is not sm_90" if not (9, 0) <= cc < (10, 0) else
-               f"A (strides {bound.a_strides}) must be K-contiguous with 16-byte aligned rows" if not a_tma else
+               f"A (strides {bound.a_strides}) must be K-contiguous (or M-contiguous with a_mn_major_tma=True) "
+               "with 16-byte aligned rows" if not a_tma else
                f"B (strides {bound.b_strides}) needs unit stride along N or K and 16-byte aligned rows "
                f"(N % 8 == 0 / K % 8 == 0 for 16-bit data)")
         raise UnsupportedError(f"mainloop='sm90' cannot run this call: {why}; pass mainloop='auto' or 'sm80'")
@@ -133,7 +136,7 @@ def decide_spec(program, bound, options, cc, report=None):
     fm = options.get("fast_math", "auto")
     spec = Spec(dt, "sm90" if use90 else "sm80", a_load, b_load, b_kmajor, aL != 0, bL != 0,
                 in_cls, out_cls, tma_out, bool(options["deterministic"]), tma_extra, aux_tma,
-                fm is True, fast_ops(program) if fm == "auto" else (), direct)
+                fm is True, fast_ops(program) if fm == "auto" else (), direct, a_kmajor=a_kmajor or not use90)
     return _fit_options(program, spec, report)
 
 

@@ -77,18 +77,21 @@ def tile_coords(t, mtiles, ntiles, group_m=GROUP_M):
     return l, first_m + rr % rows, rr // rows
 
 
-def operand_maps(L, M, N, K, a_strides, b_strides, b_kmajor, bn, bm=BM):
+def operand_maps(L, M, N, K, a_strides, b_strides, b_kmajor, bn, bm=BM, a_kmajor=True):
     """TMA maps of A and B as (dims innermost first, byte strides of dims[1:], box), element
     strides as bind gives them: a (sL, sM, sK), b (sL, sK, sN), 16-bit data. A batch stride of
     0 (one operand for every batch) gives a 2-D map that the kernel addresses without l; a batched
     operand gets a 3-D map even for L == 1 (the kernel's coordinates decide the rank)."""
-    (aL, aM, _), (bL, bK, bN) = a_strides, b_strides
+    (aL, aM, aK), (bL, bK, bN) = a_strides, b_strides
 
     def mk(inner, outer, row_stride, batch_stride, box):
         if batch_stride:
             return (inner, outer, L), (row_stride * 2, batch_stride * 2), box + (1,)
         return (inner, outer), (row_stride * 2,), box
-    a = mk(K, M, aM, aL, (BK, bm))
+    if a_kmajor:
+        a = mk(K, M, aM, aL, (BK, bm))
+    else:      # (M, K) with unit M stride: 64-row panels of BK K rows, bm/64 boxes per stage
+        a = mk(M, K, aK, aL, (64, BK))
     if b_kmajor:
         b = mk(K, N, bN, bL, (BK, bn))
     else:      # (K, N) row-major: 64-column panels, BN/64 boxes per stage

@@ -90,6 +90,33 @@ def test_spec_takes_k_major_b():
     assert spec.b_kmajor and spec.mainloop == "sm90"
 
 
+def test_m_major_a_takes_tma_only_with_its_option_and_aligned_rows():
+    prog = P.bias_gelu()
+    opts = {"mainloop": "auto", "deterministic": False}
+    mmajor = _bound(256, 256, 64, (0, 1, 256), (0, 256, 1))          # A = X.T, X (K, M) row-major
+    off = decide_spec(prog, mmajor, opts, (9, 0))
+    assert (off.mainloop, off.a_load, off.a_kmajor) == ("sm80", "scalar", True)
+    on = decide_spec(prog, mmajor, dict(opts, a_mn_major_tma=True), (9, 0))
+    assert (on.mainloop, on.a_load, on.a_kmajor) == ("sm90", "tma", False)
+    ragged = _bound(250, 256, 64, (0, 1, 250), (0, 256, 1))           # M % 8 != 0: rows not 16-byte
+    assert decide_spec(prog, ragged, dict(opts, a_mn_major_tma=True), (9, 0)).mainloop == "sm80"
+    kmajor = decide_spec(prog, _bound(256, 256, 64, (0, 64, 1), (0, 256, 1)), dict(opts, a_mn_major_tma=True), (9, 0))
+    assert kmajor.a_kmajor and kmajor.mainloop == "sm90"            # the option changes nothing for K-major A
+
+
+def test_m_major_a_source_loads_panels_and_transposes_wgmma():
+    import dataclasses
+    for cfg in (TileConfig(128, 256, 64, stages=4), TileConfig(64, 256, 64, stages=4, pingpong=True)):
+        prog = P.bias_gelu()
+        spec = dataclasses.replace(canonical_spec(prog, "float16", "sm90"), a_kmajor=False)
+        src = generate(prog, spec, cfg)
+        assert "p, 1, 1, 1, 1;" in src                              # imm-trans-a = 1 (B N-major: 1)
+        assert "evt_tma_load_2d(sa + p * 8192, &tmA, m0 + 64 * p, k0, fb)" in src
+        assert "evt_wgmma_desc(sa + 2048 * k, 8192, 1024)" in src.replace(" + 0 + ", " + ")
+        default = generate(prog, canonical_spec(prog, "float16", "sm90"), cfg)
+        assert "p, 1, 1, 0, 1;" in default and "m0 + 64 * p" not in default
+
+
 def test_fp32_never_takes_wgmma():
     prog = P.all_unary("float32")
     b = _bound(256, 256, 64, (0, 64, 1), (0, 256, 1), dtype="float32")

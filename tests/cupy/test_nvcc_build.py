@@ -178,3 +178,16 @@ def test_ladder_defaults_sass(key):
     kinds = [reduction_kind(r) for r in prog.reductions]
     mh = cfg.bm // 64 if cfg.pingpong else 1
     assert s["SHFL"] <= mh * (kinds.count(ROW) * 4 + kinds.count(COL) * 7 * (cfg.bn // 8) // 4), s
+
+
+@pytest.mark.parametrize("cfg", [SM90, SM90_PP], ids=["coop", "pingpong"])
+def test_m_major_a_kernel_builds_clean(cfg):
+    """The opt-in M-major A path (a_mn_major_tma): TMA panels and a transposed wgmma still
+    build to HGMMA + UTMALDG with no spills or stack."""
+    import dataclasses
+    prog = P.bias_gelu()
+    spec = dataclasses.replace(canonical_spec(prog, "float16", "sm90"), a_kmajor=False)
+    rep = build(generate(prog, spec, cfg))
+    assert (rep.stack, rep.spill_stores, rep.spill_loads) == (0, 0, 0), rep
+    if rep.sass:
+        assert rep.sass["HGMMA"] > 0 and rep.sass["UTMALDG"] > 0 and rep.sass["LDL"] == rep.sass["STL"] == 0

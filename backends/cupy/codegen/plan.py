@@ -42,6 +42,8 @@ class Spec:
     direct_reds: tuple = ()  # reductions whose CTA combines go straight into their fp32 output
                              # (atomic mode, no MEAN, dense layout): no evt_finish pass for them
     tile_vecs: bool = True   # sm90: stage broadcast vectors per tile in shared memory (tile_vectors)
+    a_kmajor: bool = True    # sm90: A has unit stride along K; False: unit stride along M (option
+                             # a_mn_major_tma), loaded in 64-row panels and fed to wgmma transposed
 
 
 def tma_outputs(spec):

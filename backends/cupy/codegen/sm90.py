@@ -114,11 +114,32 @@ def _wgmma(spec, cfg):
     regs = ", ".join(f"%{i}" for i in range(nacc))
     outs = ", ".join(f'"+f"(d[{i}])' for i in range(nacc))
     tb = 0 if spec.b_kmajor else 1     # imm-trans-b: 1 = N-major B, the (K, N) row-major input
-    return (f"// d += A(64x16, K-major) * B(16x{cfg.bn}); scale_d == 0 starts from zero\n"
+    ta = 0 if spec.a_kmajor else 1     # imm-trans-a: 1 = M-major A (a weight gradient's activations)
+    return (f"// d += A(64x16, {'K' if spec.a_kmajor else 'M'}-major) * B(16x{cfg.bn}); scale_d == 0 starts from zero\n"
             f"__device__ __forceinline__ void evt_wgmma(float* d, u64 da, u64 db, int scale_d) {{\n"
             f"  asm volatile(\"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{nacc + 2}, 0;\\n"
-            f"wgmma.mma_async.sync.aligned.m64n{cfg.bn}k16.f32.{t}.{t} {{{regs}}}, %{nacc}, %{nacc + 1}, p, 1, 1, 0, {tb};\\n}}\\n\"\n"
+            f"wgmma.mma_async.sync.aligned.m64n{cfg.bn}k16.f32.{t}.{t} {{{regs}}}, %{nacc}, %{nacc + 1}, p, 1, 1, {ta}, {tb};\\n}}\\n\"\n"
             f"    : {outs}\n    : \"l\"(da), \"l\"(db), \"r\"(scale_d));\n}}\n")
+
+
+def _a_loads(spec, rows):
+    """The producer's TMA loads of one stage's A tile (`rows` x BK). K-major A is one box; an
+    M-major A is rows/64 panels of 64 M-columns x BK K-rows, 8 KB apart, the layout B takes when
+    it is N-major. Either way a 64-row slice of the tile starts 8 KB after the previous one,
+    which is what the consumers' `sa + 8192 * half` addressing relies on."""
+    if spec.a_kmajor:
+        return _tma_load("tmA", spec.a_batched, "sa", "k0", "m0", "fb")
+    return (f"for (int p = 0; p < {rows // 64}; ++p) "
+            + _tma_load("tmA", spec.a_batched, "sa + p * 8192", "m0 + 64 * p", "k0", "fb"))
+
+
+def _a_desc(spec, base):
+    """wgmma descriptor of the 64 x 16 A slice for k16 step `k` starting at shared address `base`:
+    K-major rows advance 32 bytes per step; an M-major panel advances 16 K-rows (2 KB) per step,
+    encoded as N-major B is (leading byte offset 8 KB, stride byte offset 1 KB)."""
+    if spec.a_kmajor:
+        return f"evt_wgmma_desc({base} + 32 * k, 16, 1024)"
+    return f"evt_wgmma_desc({base} + 2048 * k, 8192, 1024)"
 
 
 def _map_params(spec):
@@ -204,7 +225,7 @@ def generate(program, spec, cfg):
         b_loads = (f"for (int p = 0; p < {BN // 64}; ++p) "
                    + _tma_load("tmB", spec.b_batched, "sb + p * 8192", "n0 + 64 * p", "k0", "fb"))
         b_desc = "evt_wgmma_desc(sb + 2048 * k, 8192, 1024)"
-    a_load = _tma_load("tmA", spec.a_batched, "sa", "k0", "m0", "fb")
+    a_load = _a_loads(spec, 128)
     store_fn = "\n      ".join(_store(program, spec, o, "n0 + 64 * c", "m0 + 64 * wg",
                                      f"stg_s + ((c & 1) * {nt} + {o}) * 8192") for o in range(nt))
     body = column_group_body(program, fm, red_layout)
@@ -264,7 +285,7 @@ def generate(program, spec, cfg):
         asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
         #pragma unroll
         for (int k = 0; k < 4; ++k)
-          evt_wgmma(d, evt_wgmma_desc(sa + 32 * k, 16, 1024), {b_desc}, (k0 > 0 || k > 0) ? 1 : 0);
+          evt_wgmma(d, {_a_desc(spec, "sa")}, {b_desc}, (k0 > 0 || k > 0) ? 1 : 0);
         asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
         asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");   // the previous k-block is done
         if (prev >= 0 && tid == 0) evt_mbar_arrive(bars + 8 * ({S} + prev));
@@ -318,7 +339,7 @@ def generate_pingpong(program, spec, cfg):
         b_loads = (f"for (int p = 0; p < {BN // 64}; ++p) "
                    + _tma_load("tmB", spec.b_batched, "sb + p * 8192", "n0 + 64 * p", "k0", "fb"))
         b_desc = "evt_wgmma_desc(sb + 2048 * k, 8192, 1024)"
-    a_load = _tma_load("tmA", spec.a_batched, "sa", "k0", "m0", "fb")
+    a_load = _a_loads(spec, BMp)
     store_fn = "\n      ".join(_store(program, spec, o, "n0 + 64 * c", "m0 + 64 * h",
                                      f"stg_s + ((g & 1) * {nt} + {o}) * 8192") for o in range(nt))
     body = column_group_body(program, fm, red_layout)
@@ -358,7 +379,7 @@ def generate_pingpong(program, spec, cfg):
 {combine(program, fm, red_layout)}
   }}"""
     mma = "\n".join(
-        f"          evt_wgmma(d + {h * half}, evt_wgmma_desc(sa + {h * 8192} + 32 * k, 16, 1024), {b_desc}, "
+        f"          evt_wgmma(d + {h * half}, {_a_desc(spec, f'sa + {h * 8192}')}, {b_desc}, "
         f"(kb > 0 || k > 0) ? 1 : 0);" for h in range(MH))
     header = (f"// evt sm90a kernel (ping-pong): {spec.dtype}, tile {BMp}x{BN}x{BK} per consumer warpgroup, {S} "
               f"stages, B {'K-major' if spec.b_kmajor else 'N-major'}, TMA-stored outputs {tma_outputs(spec)}, "

@@ -113,7 +113,7 @@ class CompiledKernel:
         dt = spec.dtype
         # spec.a_batched / b_batched are "batch stride != 0", the rank rule operand_maps applies
         amap, bmap = operand_maps(b.L, b.M, b.N, b.K, b.a_strides, b.b_strides, spec.b_kmajor, cfg.bn,
-                                  cfg.bm if cfg.pingpong else 128)
+                                  cfg.bm if cfg.pingpong else 128, spec.a_kmajor)
         ta, tb = tensor_map(b.A.ptr, dt, *amap), tensor_map(b.B.ptr, dt, *bmap)
         tds = []                 # (output index, dtype, dims, strides, box) per TMA-stored output; pointers per call
         for k in tma_outputs(spec):
