@@ -93,3 +93,18 @@ def _has_cross_component_cycle(g, groups):
     # Components are solved as relaxations (the driver merges them on a cycle), so only the
     # quotient acyclicity across components may fail when plans are glued naively.
     return {rule for rule, _, _ in P.violations(g, groups)} == {"acyclic"}
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(6, 18))
+def test_bnb_component_optimum_equals_brute_force(seed, n):
+    # Per component problem (layer norms included), bnb's proved optimum is the brute-force
+    # optimum over all set partitions: the tree-grown packing never cuts off the optimum.
+    from evt_core.partition.solvers.bnb import solve_bnb
+    from tests.partition.test_solver_bounds import brute_force, problems
+    g = random_graph(random.Random(seed), n, p_multi=0.1)
+    for p in problems(g):
+        if p.size <= 8:
+            sol = solve_bnb(p)
+            assert sol.optimal and sol.cost == brute_force(p)[0], \
+                f"repro: random_graph(random.Random({seed}), {n}, p_multi=0.1)"

@@ -149,3 +149,18 @@ def test_benchmark_graph_n200_seed0_is_proved():
     plan = P.partition(g, cache=None, time_limit=60)
     plan.check()
     assert plan.optimal and plan.cost == 673920
+
+
+def test_packing_counts_two_cuts_for_three_conflicting_leaves():
+    # A star: hub 0, leaves 1, 2, 3 pairwise forbidden. Paths alone pack one unit (LP: 3/2);
+    # growing the packed path into the star gives the two cuts any plan needs.
+    und = [(0, 1, 1), (0, 2, 1), (0, 3, 1)]
+    forbid = [0, 0b1100, 0b1010, 0b0110]
+    assert pack_bound(4, und, [-1] * 4, [], forbid, 0) == 2
+
+
+def test_packing_grows_trees_only_to_terminals_conflicting_with_all():
+    # Leaf 3 conflicts with 1 but not with 2: the tree {1, 2} may not take it.
+    und = [(0, 1, 1), (0, 2, 1), (0, 3, 1)]
+    forbid = [0, 0b1100, 0b0010, 0b0010]
+    assert pack_bound(4, und, [-1] * 4, [], forbid, 0) == 1

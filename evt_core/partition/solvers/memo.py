@@ -48,6 +48,7 @@ class Memo:
             for i in bits(p.forbid[x]):
                 self.col[i] |= 1 << x
         self.full = (1 << n) - 1
+        self.adj = adj
 
     def lookup(self, k: int, cost: int, threshold: int, grp, members, reach):
         """(pruned, key): pruned iff a state of this signature showed that every completion
@@ -64,7 +65,7 @@ class Memo:
             for t in bits(reach[s]):
                 if t in labels:
                     r |= 1 << labels[t]
-            sig.append(f & fut)
+            sig.append(self._open(members[s], fut & ~f))
             sig.append(r)
         key = tuple(sig)
         future = self.table.get(key)
@@ -72,6 +73,20 @@ class Memo:
             self.hits += 1
             return True, key
         return False, key
+
+    def _open(self, members: int, ok: int) -> int:
+        """Unplaced nodes that can still join the group: reachable from its members through
+        unplaced nodes compatible with it (`ok`). Others could only join as a piece with no
+        edge to the group, which `split_connected` turns into a group of its own at the same
+        cost, so the future cost depends on this set, not on the whole forbidden mask."""
+        seen, frontier = 0, members
+        while frontier:
+            nxt = 0
+            for i in bits(frontier):
+                nxt |= self.adj[i]
+            frontier = nxt & ok & ~seen
+            seen |= frontier
+        return seen
 
     def prunes(self, key, cost: int, threshold: int) -> bool:
         """The test of `lookup` for a key computed earlier (a sibling may have recorded it
