@@ -1,0 +1,50 @@
+"""GPU tests of the cupy backend's opt-in M-major A path (a_mn_major_tma): TMA panels and a
+transposed-A wgmma, against the reference interpreter, with poisoned outputs (EVT_POISON=1
+in the GPU suite). Shares the operand and epilogue builders of test_cupy.py."""
+import numpy as np
+import pytest
+
+import evt_core
+
+pytestmark = pytest.mark.gpu
+# test_cupy skips itself at import without cupy or a GPU; import it only where it loads whole
+cp = pytest.importorskip("cupy", reason="cupy is not installed")
+try:
+    _HAVE_GPU = cp.cuda.runtime.getDeviceCount() > 0
+except Exception:  # noqa: BLE001
+    _HAVE_GPU = False
+if not _HAVE_GPU:
+    pytest.skip("no CUDA device", allow_module_level=True)
+
+from tests.gpu.test_cupy import _SM90_TILES, check, make  # noqa: E402
+
+
+@pytest.mark.parametrize("tile", sorted(_SM90_TILES))
+@pytest.mark.parametrize("name,shape", [("paper", (1, 200, 328, 72)), ("reduce", (1, 1032, 520, 200)),
+                                        ("bias_gelu", (3, 136, 264, 64)), ("paper", (1, 4096, 1024, 256))])
+def test_m_major_a_by_tma(tile, name, shape):
+    """a_mn_major_tma=True: an M-major A (what a weight gradient reads: the transposed
+    activations) goes through TMA panels and a transposed wgmma, on every sm90 schedule, with
+    edge tiles in M and N, K tails and batches, against the reference. M % 8 == 0: TMA needs
+    16-byte rows, here along K."""
+    from evt_backends.cupy.codegen.plan import TileConfig
+    L, M, N, K = shape
+    tree, A, B, inputs = make(name, L, M, N, K, "float16", batched=L > 1)
+    Am = np.ascontiguousarray(np.swapaxes(A, -1, -2))
+    Am = np.swapaxes(Am, -1, -2)                    # the same values, unit stride along M
+    kern = evt_core.compile(tree, backend="cupy", mainloop="sm90", autotune=False, a_mn_major_tma=True,
+                            tile=TileConfig(**_SM90_TILES[tile]))
+    got = kern(cp.asarray(Am), cp.asarray(B), **{k: cp.asarray(v) if isinstance(v, np.ndarray) else v
+                                                  for k, v in inputs.items()})
+    check(got, evt_core.interpret(tree, A, B, **inputs), K)
+    assert not kern.run.last.spec.a_kmajor and not kern.run.watchdog_fired()
+
+
+def test_m_major_a_without_the_option_takes_the_sm80_path():
+    tree, A, B, inputs = make("paper", 1, 200, 328, 72, "float16", batched=False)
+    Am = np.swapaxes(np.ascontiguousarray(A.T), 0, 1)
+    kern = evt_core.compile(tree, backend="cupy", autotune=False)
+    check(kern(cp.asarray(Am), cp.asarray(B), **{k: cp.asarray(v) if isinstance(v, np.ndarray) else v
+                                                  for k, v in inputs.items()}),
+          evt_core.interpret(tree, A, B, **inputs), 72)
+    assert kern.run.last.spec.mainloop == "sm80"
