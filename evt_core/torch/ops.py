@@ -152,19 +152,21 @@ def _run(key, A, B, inputs, scalars):
             results.append(t)
         return results
     kernel = e.kernel(A.device.type)
-    A = k_contiguous(A)
+    if kernel.backend == "cupy" and not e.options.get("a_mn_major_tma"):
+        A = k_contiguous(A)
     with _caller_stream(kernel.backend, A.device, torch):
         out = kernel(A, B, **tensors, **scal)
     return [out[name] for name in program.result_names]
 
 
 def k_contiguous(A):
-    """A with unit stride along K. Both GPU backends' fast mainloops (TMA on sm_90, cp.async
-    before it) read A in K-contiguous rows; an M-major A, which is what a weight gradient's
-    transposed activations are, falls back to per-element loads (the 4 fused groups of a
-    BERT-Large fp16 training step took 5.6 ms, where cuBLAS ran the step's GEMMs in about 2).
-    The copy costs one read and one write of A on the
-    caller's stream, through torch's allocator (so it is also captured by CUDA graphs)."""
+    """A with unit stride along K, for the cupy backend. Its fast mainloops (TMA on sm_90,
+    cp.async before it) read A in K-contiguous rows; an M-major A, which is what a weight
+    gradient's transposed activations are, falls back to per-element loads (the 4 fused
+    groups of a BERT-Large fp16 training step took 5.6 ms; 0.84 ms plus ~0.54 ms of copies
+    with it). The numba backend's tensor-core kernel reads both A layouts, so it gets A as
+    it is; so does cupy with its opt-in a_mn_major_tma path. The copy costs one read and one
+    write of A on the caller's stream, through torch's allocator (CUDA graphs capture it)."""
     return A if A.shape[-1] <= 1 or A.stride(-1) == 1 else A.contiguous()
 
 
