@@ -61,7 +61,7 @@ def group_tree(g: Graph, group: list[str], needed: set[str]) -> GroupTree:
         shape = _reduced_shape(g, node) if node.kind is Kind.REDUCTION else node.shape
         examples[key] = np.empty(shape, DTYPES[node.dtype])
     param_of = {v: p for p, v in inputs.items()}
-    ctx = SimpleNamespace(rank=len(anchor.shape), graph=g)
+    ctx = SimpleNamespace(rank=len(anchor.shape), graph=g, frame=tuple(anchor.shape))
 
     def epilogue(**vals):
         env = {}

@@ -116,3 +116,29 @@ def test_erf_gelu_backward_lowers_to_a_tree_and_runs_fused(dt):
     assert k in got.fused and not got.unfused
     for o in g.outputs:
         assert_close(got[o], want[o], tol=2e-3 if dt == "float16" else 1.6e-2, what=o)
+
+
+@pytest.mark.parametrize("dims,fused", [([0, 1], True), ([0, 1, 2], True), ([1], False), ([2], False)])
+def test_reduction_of_a_view_of_the_frame_lowers_to_problem_axes(dims, fused):
+    """LayerNorm's backward sums a (B, S, H) view of the (B*S, H) accumulator over (B, S): in
+    the frame that is a sum over M (or over M and N), so the group fuses and matches the
+    unpartitioned graph. Reducing part of a frame axis (S alone), or N of a view whose result
+    keeps the (B, S) split, stays unfused with the reason."""
+    from helpers import assert_close, make_inputs
+    g = P.Graph()
+    x, w = g.input("x", (32, 8), "float16"), g.input("w", (8, 64), "float16")
+    r = g.input("r", (2, 16, 64), "float16")
+    y = g.add("add", g.add("view", g.add("mm", x, w), size=[2, 16, 64]), r)
+    s = g.add("sum", g.add("mul", y, r), dims, False)
+    g.output(y, s)
+    plan = P.partition(g, cache=None)
+    k, grp = next((k, grp) for k, grp in enumerate(plan.groups) if "mm" in grp)
+    inputs = make_inputs(g)
+    got, want = P.run(plan, inputs, backend="numpy"), P.evaluate(g, inputs)
+    if "sum" not in grp:
+        pytest.skip("the partitioner kept the sum out of the GEMM group")
+    assert (k in got.fused) == fused, got.unfused
+    if not fused:
+        assert "rank-3 value in a rank-2 epilogue" in got.unfused[k]
+    for o in g.outputs:
+        assert_close(got[o], want[o], tol=2e-3, what=o)

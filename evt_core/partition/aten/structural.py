@@ -43,13 +43,59 @@ def _reduce_tree(node, a, ctx):
     rank = ctx.rank
     src = getattr(ctx, "graph", None)
     if src is not None and len(src.nodes[node.inputs[0]].shape) != rank:
-        # its dims would name axes of another rank than the accumulator's problem axes
-        raise Unfusible(f"{node.name}: {node.op} of a rank-{len(src.nodes[node.inputs[0]].shape)} value "
-                        f"in a rank-{rank} epilogue")
+        return _reduce_in_frame(node, a, ctx, src.nodes[node.inputs[0]].shape)
     if len(node.shape) not in (rank, rank - 1, rank - 2) or rank not in _AXES:
         raise Unfusible(f"{node.name}: {node.op} to rank {len(node.shape)} in a rank-{rank} epilogue")
     over = tuple(_AXES[rank][d] for d in dims_of(node.attr("dim"), rank))
     return getattr(E, node.op)(a[0], over=over)
+
+
+def _reduce_in_frame(node, a, ctx, shape):
+    """A reduction of a value of another rank than the accumulator's: a view of the frame, such
+    as LayerNorm's backward summing a (B, S, H) view of the (B*S, H) accumulator over (B, S).
+    Reshaped back to the frame it is a reduction over whole problem axes, which the layout pass
+    turns into the view's load and store strides. Invariant: only taken when every frame axis
+    is either reduced over all of its dims or kept whole, and the result has exactly the kept
+    axes' extents (keepdim False), so the frame reduction computes the same values."""
+    frame = getattr(ctx, "frame", None)
+    groups = _frame_groups(tuple(shape), frame) if frame and ctx.rank in _AXES else None
+    why = f"{node.name}: {node.op} of a rank-{len(shape)} value in a rank-{ctx.rank} epilogue"
+    if groups is None or node.attr("keepdim"):
+        raise Unfusible(why)
+    dims = set(dims_of(node.attr("dim"), len(shape)))
+    reduced = []
+    for j, grp in enumerate(groups):
+        hit = {d for d in grp if shape[d] != 1} & dims
+        if hit and hit != {d for d in grp if shape[d] != 1}:
+            raise Unfusible(f"{why} (it reduces part of frame axis {_AXES[ctx.rank][j]})")
+        if hit or (grp and all(d in dims for d in grp)):
+            reduced.append(j)
+    kept = tuple(frame[j] for j in range(len(frame)) if j not in reduced)
+    if not reduced or tuple(node.shape) != kept:
+        raise Unfusible(why)
+    over = tuple(_AXES[ctx.rank][j] for j in reduced)
+    return getattr(E, node.op)(E.reshape(a[0], frame), over=over[0] if len(over) == 1 else over)
+
+
+def _frame_groups(shape, frame):
+    """For each frame axis, the dims of `shape` whose extents multiply into it (consecutive,
+    in order; size-1 dims join the axis they follow, or the first), or None when `shape` is not
+    such a split of `frame`."""
+    groups, cur, prod, j = [], [], 1, 0
+    for d, n in enumerate(shape):
+        if j == len(frame):
+            if n != 1:
+                return None
+            groups[-1].append(d)
+            continue
+        cur.append(d)
+        prod *= n
+        if prod == frame[j]:
+            groups.append(cur)
+            cur, prod, j = [], 1, j + 1
+        elif prod > frame[j]:
+            return None
+    return groups if j == len(frame) and not cur else None
 
 
 op("permute", _E, "self dims:", S.permute, lambda self, dims: np.transpose(self, dims), _permute_tree)
