@@ -27,7 +27,10 @@ class CupyBackend(Backend):
                "aux_tma": True, "tma_store_all": True, "fast_math": "auto",
                # an M-major A (a weight gradient's transposed activations) loaded by TMA and fed to
                # wgmma transposed; off until it has run on a GPU (such an A takes scalar loads)
-               "a_mn_major_tma": False}
+               "a_mn_major_tma": False,
+               # sm90 cooperative: split K over this many CTAs per output tile, for few-tile,
+               # long-K GEMMs (weight gradients over many rows); 1 until it has run on a GPU
+               "split_k": 1}
 
     def available(self):
         try:
@@ -58,6 +61,8 @@ class CupyBackend(Backend):
             raise UnsupportedError(f"mainloop={opts['mainloop']!r} is not one of {MAINLOOPS}")
         if opts["fast_math"] not in (True, False, "auto"):
             raise UnsupportedError(f"fast_math={opts['fast_math']!r} is not True, False or 'auto'")
+        if type(opts["split_k"]) is not int or not 1 <= opts["split_k"] <= 64:
+            raise UnsupportedError(f"split_k={opts['split_k']!r}: pass an int from 1 to 64")
         if opts["tile"] is not None and not isinstance(opts["tile"], TileConfig):
             raise UnsupportedError("tile= takes a backends.cupy.codegen.plan.TileConfig or None")
         runner = CupyRunner(tree.program, opts)

@@ -85,6 +85,7 @@ def decide_spec(program, bound, options, cc, report=None):
     in_cls = tuple(n_class(t.strides, t.array.ptr, op.dtype) for t, op in zip(bound.inputs, program.inputs))
     out_cls = tuple(n_class(t.strides, t.array.ptr, op.dtype) for t, op in zip(bound.outputs, program.outputs))
     tma_out, tma_extra, aux_tma = -1, (), ()
+    split = int(options.get("split_k", 1)) if use90 else 1
     if use90:
         storable = []
         for i, (t, op) in enumerate(zip(bound.outputs, program.outputs)):
@@ -104,7 +105,10 @@ def decide_spec(program, bound, options, cc, report=None):
             tma_out = storable[0]
             if options.get("tma_store_all"):
                 tma_extra = tuple(storable[1:])
-        if options.get("aux_tma"):
+        if options.get("aux_tma") and split > 1:
+            report.append("aux inputs: per-thread loads (split_k: only the last split of a tile runs the "
+                          "epilogue, so the producer cannot load them ahead)")
+        elif options.get("aux_tma"):
             aux = []
             for i, (t, op) in enumerate(zip(bound.inputs, program.inputs)):
                 sL, sM, sN = t.strides
@@ -136,7 +140,8 @@ def decide_spec(program, bound, options, cc, report=None):
     fm = options.get("fast_math", "auto")
     spec = Spec(dt, "sm90" if use90 else "sm80", a_load, b_load, b_kmajor, aL != 0, bL != 0,
                 in_cls, out_cls, tma_out, bool(options["deterministic"]), tma_extra, aux_tma,
-                fm is True, fast_ops(program) if fm == "auto" else (), direct, a_kmajor=a_kmajor or not use90)
+                fm is True, fast_ops(program) if fm == "auto" else (), direct, a_kmajor=a_kmajor or not use90,
+                split_k=split)
     return _fit_options(program, spec, report)
 
 
@@ -215,6 +220,8 @@ def candidates(program, spec):
         # schedule leaves the tensor cores idle during every epilogue, 1.16-1.75x cuBLAS)
         raw = [TileConfig(64, 256, 64, stages=4, pingpong=True)]
         raw += [TileConfig(128, 128, 64, stages=s, pingpong=True) for s in (6, 5)]
+        if spec.split_k > 1:       # split-K runs on the cooperative schedule only
+            raw = []
         raw += [TileConfig(128, 256, 64, stages=s) for s in (4, 3)]
         raw += [TileConfig(128, 128, 64, stages=s) for s in (6, 5, 4)]
         raw += [TileConfig(128, 256, 64, stages=4, group_m=16)]

@@ -278,3 +278,28 @@ def test_many_broadcast_vectors_never_narrow_what_compiles():
         assert cands and all(smem_bytes(prog, spec, c) <= SMEM_LIMIT for c in cands)
         assert bool(tile_vectors(prog, spec)) == (count < 120), (count, report)
         assert (count < 120) or any("broadcast vectors" in r for r in report)
+
+
+def test_split_k_takes_the_cooperative_schedule_and_gives_up_aux_tma():
+    prog = P.w4_layernorm_stats()
+    opts = {"mainloop": "auto", "deterministic": False, "aux_tma": True, "split_k": 8}
+    b = _bound(256, 256, 8192, (0, 8192, 1), (0, 256, 1))
+    b.inputs = [SimpleNamespace(array=SimpleNamespace(ptr=1 << 20), strides=st) for st in ((0, 0, 1), (0, 256, 1))]
+    report = []
+    spec = decide_spec(prog, b, opts, (9, 0), report)
+    assert spec.split_k == 8 and spec.aux_tma == () and any("split_k" in r for r in report), report
+    assert all(not c.pingpong for c in candidates(prog, spec))
+    assert decide_spec(prog, b, dict(opts, split_k=1), (9, 0)).split_k == 1
+
+
+def test_split_k_source_walks_tile_split_units_and_fixes_up_per_warpgroup():
+    import dataclasses
+    prog = P.identity()
+    base = canonical_spec(prog, "float16", "sm90")
+    src = generate(prog, dataclasses.replace(base, split_k=4), TileConfig(128, 256, 64, stages=4))
+    assert src.count("u < a.tiles * ns") == 2                      # producer and consumers
+    assert "atomicAdd((unsigned*)skc + t * 2 + wg, 1u)" in src and "__ldcg(part" in src
+    assert "const unsigned long long skw, const unsigned long long skc" in src
+    assert "(k0 > kbeg || k > 0)" in src
+    plain = generate(prog, base, TileConfig(128, 256, 64, stages=4))
+    assert "skw" not in plain and "kbeg" not in plain

@@ -191,3 +191,15 @@ def test_m_major_a_kernel_builds_clean(cfg):
     assert (rep.stack, rep.spill_stores, rep.spill_loads) == (0, 0, 0), rep
     if rep.sass:
         assert rep.sass["HGMMA"] > 0 and rep.sass["UTMALDG"] > 0 and rep.sass["LDL"] == rep.sass["STL"] == 0
+
+
+@pytest.mark.parametrize("prog", [P.identity(), P.reductions(batched=True)], ids=["identity", "reductions"])
+def test_split_k_kernel_builds_clean(prog):
+    """The opt-in split-K kernel (split_k): HGMMA + TMA, no spills or stack, and the
+    fix-up's atomic."""
+    import dataclasses
+    spec = dataclasses.replace(canonical_spec(prog, "float16", "sm90"), split_k=8)
+    rep = build(generate(prog, spec, SM90))
+    assert (rep.stack, rep.spill_stores, rep.spill_loads) == (0, 0, 0), rep
+    if rep.sass:
+        assert rep.sass["HGMMA"] > 0 and rep.sass["UTMALDG"] > 0 and rep.sass["LDL"] == rep.sass["STL"] == 0

@@ -13,6 +13,7 @@ from .common import module_source
 from .fragments import (FragmentMap, col_run_begin, col_run_end, column_group_body, combine, declare_partials,
                         smem_floats)
 from .plan import tile_vector_bytes, tile_vectors, tma_outputs
+from . import sm90_splitk as splitk
 from .sm90_io import _aux_consumer, _aux_init, _aux_producer, _store, _tile_vectors, _tma_load, aux_geometry
 
 A_BYTES = BM * BK * 2
@@ -147,7 +148,8 @@ def _map_params(spec):
     and the aux_tma inputs' maps (tmX0, ...), in that order (runtime/launcher.py passes them)."""
     nt = len(tma_outputs(spec))
     return ("".join(f", const __grid_constant__ TmaDesc tmD{o}" for o in range(1, nt))
-            + "".join(f", const __grid_constant__ TmaDesc tmX{x}" for x in range(len(spec.aux_tma))))
+            + "".join(f", const __grid_constant__ TmaDesc tmX{x}" for x in range(len(spec.aux_tma)))
+            + splitk.kernel_params(spec))
 
 
 def _kernel_head(spec, cfg, off, empty_arrivals):
@@ -158,7 +160,7 @@ def _kernel_head(spec, cfg, off, empty_arrivals):
     return f"""{_wgmma(spec, cfg)}
 extern "C" __global__ void __launch_bounds__(384, 1) evt_main(const __grid_constant__ EpiArgs a,
     const __grid_constant__ TmaDesc tmA, const __grid_constant__ TmaDesc tmB, const __grid_constant__ TmaDesc tmD{_map_params(spec)}) {{
-  extern __shared__ unsigned char smem_raw[];
+  extern __shared__ unsigned char smem_raw[];{splitk.shared_decl(spec)}
   // swizzle atoms need 1024-B bases. Shared memory is addressed only through 32-bit shared-space
   // addresses (st.shared / ld.shared / TMA / mbarrier operands): generic pointers into dynamic
   // shared memory compiled to generic ST/LD
@@ -179,6 +181,7 @@ def _producer(program, spec, cfg, off, bm, a_load, b_loads):
     order and streams each tile's A and B k-blocks (and, with aux_tma, its aux panels) through
     the ring; the consumer side of the ring decides who releases a slot."""
     S, BN, BK = cfg.stages, cfg.bn, cfg.bk
+    loop, k_first, k_limit = splitk.unit_loop(spec, BK, "      ")
     return f"""  if (wgid == 0) {{
     // ---- producer warpgroup: one thread streams every tile's A and B k-blocks through the ring ----
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
@@ -186,11 +189,11 @@ def _producer(program, spec, cfg, off, bm, a_load, b_loads):
       int s = 0; u32 ph = 0;
       const int auxkb = min((a.K + {BK - 1}) / {BK}, {S}) - 1;
       int it = 0;                                        // index of the tile among this CTA's tiles
-      for (int t = blockIdx.x; t < a.tiles; t += gridDim.x, ++it) {{
+      {loop}
         int l, mt, nt;
         evt_tile_coords(a, t, {cfg.group_m}, l, mt, nt);
         const int m0 = mt * {bm}, n0 = nt * {BN};
-        for (int k0 = 0, kb = 0; k0 < a.K; k0 += {BK}, ++kb) {{
+        for (int k0 = {k_first}, kb = 0; k0 < {k_limit}; k0 += {BK}, ++kb) {{
           evt_mbar_wait(bars + 8 * ({S} + s), ph ^ 1);     // the consumer side released slot s
           const u32 fb = bars + 8 * s;
           evt_mbar_expect_tx(fb, {off['stage']});          // full boxes, zero-filled past the edges
@@ -259,9 +262,11 @@ def generate(program, spec, cfg):
     const int n = n0 + 8 * j + 2 * q;
 {body}
   }}"""
+    loop, k_first, k_limit = splitk.unit_loop(spec, BK, "    ")
     header = (f"// evt sm90a kernel: {spec.dtype}, tile {BM}x{BN}x{BK}, {S} stages, B "
               f"{'K-major' if spec.b_kmajor else 'N-major'}, TMA-stored outputs {tma_outputs(spec)}, "
-              f"TMA-loaded inputs {spec.aux_tma}, fast_math {spec.fast_math}\n")
+              f"TMA-loaded inputs {spec.aux_tma}, fast_math {spec.fast_math}"
+              + (f", split-K {spec.split_k}" if spec.split_k > 1 else "") + "\n")
     kernel = f"""{_kernel_head(spec, cfg, off, empty_arrivals=2)}
 {_producer(program, spec, cfg, off, BM, a_load, b_loads)}
     // ---- consumer warpgroups: wgmma over the ring, then the fused epilogue ----
@@ -272,20 +277,20 @@ def generate(program, spec, cfg):
     const u32 vs = sbase + {off['vec']} + wg * {off['vec_bytes']};          // this WG's tile vectors
     int s = 0; u32 ph = 0;
     int it = 0;                                          // index of the tile among this CTA's tiles
-    for (int t = blockIdx.x; t < a.tiles; t += gridDim.x, ++it) {{
+    {loop}
       int l, mt, nt;
       evt_tile_coords(a, t, {cfg.group_m}, l, mt, nt);
       const int m0 = mt * {BM}, n0 = nt * {BN};
 {vec_pre}
       float d[{nacc}];
       int prev = -1;
-      for (int k0 = 0; k0 < a.K; k0 += {BK}) {{
+      for (int k0 = {k_first}; k0 < {k_limit}; k0 += {BK}) {{
         evt_mbar_wait(bars + 8 * s, ph);
         const u32 sa = sbase + s * {off['stage']} + wg * 8192, sb = sbase + s * {off['stage']} + {off['b']};
         asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
         #pragma unroll
         for (int k = 0; k < 4; ++k)
-          evt_wgmma(d, {_a_desc(spec, "sa")}, {b_desc}, (k0 > 0 || k > 0) ? 1 : 0);
+          evt_wgmma(d, {_a_desc(spec, "sa")}, {b_desc}, (k0 > {k_first} || k > 0) ? 1 : 0);
         asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
         asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");   // the previous k-block is done
         if (prev >= 0 && tid == 0) evt_mbar_arrive(bars + 8 * ({S} + prev));
@@ -296,7 +301,7 @@ def generate(program, spec, cfg):
       if (tid == 0) evt_mbar_arrive(bars + 8 * ({S} + prev));
       #pragma unroll
       for (int i = 0; i < {nacc}; ++i) asm volatile("" : "+f"(d[i]) :: "memory");   // no reads before the wait
-      // ---- fused epilogue ----
+{splitk.fixup(spec, nacc)}      // ---- fused epilogue ----
 {vec_stage}
 {aux_wait}
 {declare_partials(program, fm)}
@@ -320,6 +325,7 @@ def generate_pingpong(program, spec, cfg):
     at ring position (local tile index) * KB + kb. Slots are released by the one WG reading them.
     """
     assert cfg.bm in (64, 128) and cfg.bn in (128, 256) and cfg.bm * cfg.bn <= 128 * 256 // 2
+    assert spec.split_k == 1, "split-K runs on the cooperative schedule only"
     staged = spec.tma_out >= 0
     nt = len(tma_outputs(spec))
     fm = _pp_fragment_map(cfg, spec, program)

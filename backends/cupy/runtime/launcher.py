@@ -40,6 +40,7 @@ class CompiledKernel:
         self.threads = 384 if spec.mainloop == "sm90" else 32 * cfg.warps_m * cfg.warps_n
         self.num_sms = cp.cuda.Device().attributes["MultiProcessorCount"]
         self._ws = None
+        self._splitk = None          # (partials, counters) of split-K kernels, grown on demand
         self.order = streams.WorkspaceOrder()
 
     # ---- launch geometry ----
@@ -98,11 +99,27 @@ class CompiledKernel:
             count = math.prod(ext for ax, ext in zip("LMN", (b.L, b.M, b.N)) if ax in r.over)
             vals += [float(count), pp]
         vals += [0] * (self.n_fields - len(vals))       # the trailing pad field, if any
-        maps = self._maps(b) if spec.mainloop == "sm90" else None
+        maps = self._maps(b) + self._split_k_launch(tiles, b.K) if spec.mainloop == "sm90" else None
         return Prepared(self, vals, out_pos, tiles, maps, max(elems) if elems else 0, tuple(aliases))
 
     def launch(self, b):
         self.prepare(b).fire([t.array.ptr for t in b.outputs] + [t.array.ptr for t in b.reductions])
+
+    def _split_k_launch(self, tiles, K):
+        """(work units, extra kernel parameters): the tiles and none; for split-K the (tile,
+        split) units and the partials/counters addresses. Counters start at zero and every
+        launch leaves them at zero (codegen/sm90_splitk.py); the buffers only grow."""
+        S = self.spec.split_k
+        if S == 1:
+            return tiles, ()
+        import cupy as cp
+        ns = min(S, max(1, -(-K // self.cfg.bk)))
+        floats = tiles * 2 * S * (self.cfg.bn // 2) * 128
+        if self._splitk is None or self._splitk[0].size < floats or self._splitk[1].size < 2 * tiles:
+            self._splitk_old = getattr(self, "_splitk_old", []) + [self._splitk]   # earlier launches' buffers
+            self._splitk = (cp.empty(max(floats, 1), np.float32), cp.zeros(max(2 * tiles, 1), np.uint32))
+        ws, cnt = self._splitk
+        return tiles * ns, (np.uint64(ws.data.ptr), np.uint64(cnt.data.ptr))
 
     @staticmethod
     def _small_grid(n):
@@ -157,11 +174,12 @@ class Prepared:
         per compiled kernel, and the reduction workspace ordered across streams (gpu.streams)."""
         stream = streams.current_stream("torch" if side == "torch" else "cupy")
         order = self.k.order
+        shared_ws = bool(self.k.program.reductions) or self.k.spec.split_k > 1
         with order.lock:
-            if self.k.program.reductions:
+            if shared_ws:
                 order.before(stream)
             self._fire(out_ptrs, stream)
-            if self.k.program.reductions:
+            if shared_ws:
                 order.after(stream)
 
     def _fire(self, out_ptrs, stream):
@@ -183,10 +201,10 @@ class Prepared:
         if has_reds and not k.spec.deterministic:
             plan.append((k.init, k._small_grid(self.max_elems), 256, 0, (args,)))
         if self.maps is not None:
-            ta, tb, tds, txs = self.maps
+            ta, tb, tds, txs, units, extra = self.maps
             dmaps = [tensor_map(out_ptrs[o], dt, dims, strides, box) for o, dt, dims, strides, box in tds]
-            plan.append((k.main, min(self.tiles, k.num_sms), k.threads, k.smem,
-                         (args, ta, tb, *(dmaps or [dummy_map()]), *txs)))
+            plan.append((k.main, min(units, k.num_sms), k.threads, k.smem,
+                         (args, ta, tb, *(dmaps or [dummy_map()]), *txs, *extra)))
         else:
             plan.append((k.main, self.tiles, k.threads, k.smem, (args,)))
         if has_reds and len(k.spec.direct_reds) < len(k.program.reductions):

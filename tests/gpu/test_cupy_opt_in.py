@@ -1,6 +1,7 @@
-"""GPU tests of the cupy backend's opt-in M-major A path (a_mn_major_tma): TMA panels and a
-transposed-A wgmma, against the reference interpreter, with poisoned outputs (EVT_POISON=1
-in the GPU suite). Shares the operand and epilogue builders of test_cupy.py."""
+"""GPU tests of the cupy backend's opt-in paths, against the reference interpreter with
+poisoned outputs (EVT_POISON=1 in the GPU suite): the M-major A path (a_mn_major_tma: TMA
+panels and a transposed-A wgmma) and serial split-K (split_k). Shares the operand and
+epilogue builders of test_cupy.py."""
 import numpy as np
 import pytest
 
@@ -48,3 +49,22 @@ def test_m_major_a_without_the_option_takes_the_sm80_path():
                                                   for k, v in inputs.items()}),
           evt_core.interpret(tree, A, B, **inputs), 72)
     assert kern.run.last.spec.mainloop == "sm80"
+
+
+@pytest.mark.parametrize("name,shape,splits", [("paper", (1, 256, 352, 8192), 8), ("reduce", (1, 200, 328, 4096), 5),
+                                               ("bias_gelu", (2, 136, 264, 1000), 3), ("paper", (1, 130, 136, 72), 4),
+                                               ("reduce", (1, 4096, 1024, 256), 2)])
+def test_split_k(name, shape, splits):
+    """split_k: (tile, split) work units, per-warpgroup partials and a last-arriver fix-up,
+    with column/row reductions in the epilogue, batches, K not a multiple of 64, more splits
+    than k-blocks (K = 72: 2 k-blocks for 4 splits) and many tiles per CTA; run twice, since
+    the counters must be back at zero, and bit-identical, since the sum is in split order."""
+    L, M, N, K = shape
+    tree, A, B, inputs = make(name, L, M, N, K, "float16", batched=L > 1)
+    kern = evt_core.compile(tree, backend="cupy", mainloop="sm90", autotune=False, split_k=splits)
+    got = kern(A, B, **inputs)
+    check(got, evt_core.interpret(tree, A, B, **inputs), K)
+    again = kern(A, B, **inputs)
+    for k in got:
+        assert np.array_equal(np.asarray(got[k]).view(np.uint8), np.asarray(again[k]).view(np.uint8)), k
+    assert kern.run.last.spec.split_k == splits and not kern.run.watchdog_fired()
