@@ -35,7 +35,7 @@ def _tree(M, N, dt):
 
 def sass_report():
     """Opcode counts of every kernel this process built (cubins from nvJitLink)."""
-    from evt_backends.numba_cuda import build
+    from evt_backends.numba_cuda.runtime import build
     want = ("HMMA", "LDSM", "LDGSTS", "CALL", "LDL", "STL", "BAR", "FFMA", "STG", "LDG", "REDG")
     for built in build._memory.values():
         if built.image_kind == "cubin":
@@ -114,7 +114,7 @@ SM90_OPS = ("HGMMA", "UTMALDG", "USETMAXREG", "SYNCS", "BAR", "LDG", "STG", "RED
 
 
 def _figures(built):
-    from evt_backends.numba_cuda.build import sass_opcodes
+    from evt_backends.numba_cuda.runtime.build import sass_opcodes
     ops = sass_opcodes(built.image)
     regs = re.search(r"Used (\d+) registers", built.ptx)
     spill = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", built.ptx)
@@ -128,8 +128,8 @@ def sm90_sass():
     os.environ.setdefault("EVT_CACHE_DIR", tempfile.mkdtemp(prefix="evt-sm90-sass-"))
     import sm90_kernels
     from bench.workloads import WORKLOADS
-    from evt_backends.numba_cuda import build as nb
-    from evt_backends.numba_cuda.kernel_sm90 import module_prelude, sm90_params, sm90_source
+    from evt_backends.numba_cuda.runtime import build as nb
+    from evt_backends.numba_cuda.codegen.mainloop_sm90 import module_prelude, sm90_params, sm90_source
     for name in sm90_kernels.programs():
         t = time.time()
         print(f"{name}: {_figures(sm90_kernels.build(name))} ({time.time() - t:.1f} s)", flush=True)

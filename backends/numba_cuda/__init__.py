@@ -1,5 +1,10 @@
 """The numba-cuda backend: every Program becomes ONE fused GEMM + epilogue kernel.
 
+Layout (docs/backend-numba.md has the file map): plugin.py registers backend.py (options,
+available, supports, compile); runner.py runs a call (bind -> select -> build -> launch);
+select.py picks the mainloop variant; codegen/ writes the kernel source; runtime/ builds,
+loads and launches it.
+
 Pipeline (named stages kept on the Kernel): program -> source (generated Python) -> ptx (numba,
 compiled for sm_90 without needing a GPU) -> cubin (nvJitLink or the driver) -> a thin ctypes
 launch. fp16/bf16 mainloops use tensor cores through inline PTX (mma.sync, ldmatrix, cp.async);
@@ -16,9 +21,17 @@ if not hasattr(_np, "row_stack"):
 __all__ = ["NumbaCudaBackend"]
 
 
+# Modules that code outside this package reaches as `from evt_backends.numba_cuda import X`
+# (evt_core/torch/ops.py: driver; tests/core/test_cache.py: build).
+_RUNTIME_MODULES = ("driver", "build")
+
+
 def __getattr__(name):
     # Lazy, so `import evt_backends.numba_cuda` (the plugin) never imports numba.
     if name == "NumbaCudaBackend":
         from .backend import NumbaCudaBackend
         return NumbaCudaBackend
+    if name in _RUNTIME_MODULES:
+        import importlib
+        return importlib.import_module(f"{__name__}.runtime.{name}")
     raise AttributeError(name)

@@ -13,7 +13,7 @@ import threading
 from evt_core.backend import Backend, Kernel, Support
 from evt_core.tree.ops import LEAVES, Op
 
-from .spelling import SPELLING
+from .codegen.spelling import SPELLING
 
 _STRUCTURAL = LEAVES | {Op.STORE, Op.SUM, Op.MEAN, Op.AMAX, Op.AMIN}
 _runners = {}
@@ -26,7 +26,7 @@ class NumbaCudaBackend(Backend):
         "deterministic": False,   # per-CTA partials + ordered finish instead of atomics: bit-identical runs
         "simt": False,            # force the SIMT mainloop even for fp16/bf16 (debugging, comparisons)
         "fast_mainloop": True,    # tensor-core k-loop with hoisted address math (spill-free); False: the original loop
-        # fp16/bf16 on sm_90: the warp-specialised wgmma + TMA kernel (kernel_sm90.py) where the
+        # fp16/bf16 on sm_90: the warp-specialised wgmma + TMA kernel (codegen/mainloop_sm90.py) where the
         # call fits it, else the mma.sync kernel, the reason in kernel.stages["sm90"]. Correct on
         # the H200 but opt-in: slower than mma.sync on row-reduction epilogues (bench/RESULTS.md).
         "sm90": False,
@@ -38,7 +38,7 @@ class NumbaCudaBackend(Backend):
         if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
             return Support.yes()
         try:
-            from . import driver
+            from .runtime import driver
             driver.lib()
         except Exception as e:   # available() never raises
             return Support(False, f"no CUDA GPU: {e}")
@@ -55,13 +55,13 @@ class NumbaCudaBackend(Backend):
         return Support.yes()
 
     def hash(self):
-        from .build import CODE_VERSION
+        from .runtime.build import CODE_VERSION
         return f"{self.name}-{CODE_VERSION}"
 
     def compile(self, tree, options):
         """evt_core.compile has checked the option names, available() and supports()."""
-        from .build import cache_key
-        from .kernel_simt import GPU_TILING, simt_source
+        from .runtime.build import cache_key
+        from .codegen.mainloop_simt import GPU_TILING, simt_source
         from .runner import Runner
         opts = {**self.options, **options}
         program = tree.program

@@ -1,8 +1,9 @@
-"""One call of a compiled kernel: bind, pick the mainloop variant, launch, return results.
+"""One call of a compiled kernel: bind -> select -> build -> launch, then return results.
 
 Variants are compiled lazily per (mainloop, operand dtype, A/B layout) because the Program does
-not fix the operands' layout: row-major, column-major or batch-shared A/B take the tensor-core
-path when cp.async can read them (16-byte aligned rows), anything else the SIMT path.
+not fix the operands' layout; select.py says which variant a call takes and why (row-major,
+column-major or batch-shared A/B take the tensor-core path when cp.async can read them, 16-byte
+aligned rows; anything else the SIMT path).
 """
 import math
 import os
@@ -16,17 +17,14 @@ from evt_core.tree.ops import Op
 
 from ..gpu import streams
 from ..gpu.reductions import identity_bits
-from . import arrays, build, driver, fastcall, sm90_launch
-from .finish import THREADS as FINISH_THREADS, finish_source
-from .kernel_mma import MMA_TILE, mma_source
-from .kernel_sm90 import module_prelude, sm90_params, sm90_source
-from .kernel_simt import GPU_TILING, SIM_TILING, simt_source
-from .signature import finish_params, main_params
-
-
-
-def simulator():
-    return os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+from . import select
+from .codegen.abi import finish_params, main_params
+from .codegen.finish import THREADS as FINISH_THREADS, finish_source
+from .codegen.mainloop_mma import MMA_TILE, mma_source
+from .codegen.mainloop_sm90 import module_prelude, sm90_params, sm90_source
+from .codegen.mainloop_simt import GPU_TILING, SIM_TILING, simt_source
+from .runtime import arrays, build, driver, fastcall, launch_sm90
+from .select import address, simulator
 
 
 class Runner:
@@ -45,25 +43,12 @@ class Runner:
     # ---- compile ----------------------------------------------------------------------------
 
     def variant(self, b, a_ptr=None, b_ptr=None):
-        """('sm90', dtype, b_kmajor, a_batched, b_batched) when sm90=True and the call fits the
-        wgmma/TMA kernel (a_ptr, b_ptr: the device addresses it would read); else ('mma', dtype,
-        a_kmajor, b_kmajor) when the tensor-core path can read A and B, else ('simt', dtype)."""
-        if simulator() or self.force_simt or b.dtype == "float32":
-            return ("simt", b.dtype)
-        if self.sm90:
-            why = sm90_launch.refusal(b, a_ptr, b_ptr, driver.compute_capability())
-            if why is None:
-                kmajor = sm90_launch.b_kmajor(b)
-                self.stages["sm90"] = sm90_launch.describe(b, kmajor)
-                return ("sm90", b.dtype, kmajor, b.a_strides[0] != 0, b.b_strides[0] != 0)
-            self.stages["sm90"] = f"fallback to the mma.sync kernel: {why}"
-        a_kmajor = _tc_layout(b.a_strides[2], b.a_strides[1])
-        b_kmajor = _tc_layout(b.b_strides[1], b.b_strides[2])
-        aligned = all(s % 8 == 0 for s in (b.a_strides[0], b.b_strides[0])) and \
-            _ptr(b.A) % 16 == 0 and _ptr(b.B) % 16 == 0
-        if a_kmajor is None or b_kmajor is None or not aligned:
-            return ("simt", b.dtype)
-        return ("mma", b.dtype, a_kmajor, b_kmajor)
+        """The mainloop variant of this call (select.variant: which and why); records the sm90
+        choice or fallback reason under kernel.stages["sm90"]."""
+        chosen, note = select.variant(b, a_ptr, b_ptr, self.force_simt, self.sm90)
+        if note is not None:
+            self.stages["sm90"] = note
+        return chosen
 
     def function(self, variant):
         if variant in self._fns:
@@ -71,7 +56,7 @@ class Runner:
         if variant[0] == "sm90":
             main = module_prelude(variant[1], variant[2]) + "\n" + sm90_source(self.p, *variant[1:], self.det)
             fns = {"main": self._load(variant, main, "evt_kernel", sm90_params(self.p),
-                                      sm90_launch.shared_bytes(self.p, self.det))}
+                                      launch_sm90.shared_bytes(self.p, self.det))}
         else:
             main = (simt_source(self.p, variant[1], SIM_TILING if simulator() else GPU_TILING, self.det)
                     if variant[0] == "simt" else
@@ -101,7 +86,7 @@ class Runner:
 
     def __call__(self, A, B, inputs):
         if self.sm90:     # first: after a trap every driver call fails, this says why
-            sm90_launch.check_watchdog()
+            launch_sm90.check_watchdog()
         with self._order.lock:
             return self._call(A, B, inputs)
 
@@ -146,7 +131,7 @@ class Runner:
         ws = self._workspaces(b, partial_grid, stream)
         values += [v for w in ws for v in (w["ptr"], w["wm"], w["wn"])]
         if variant[0] == "sm90":
-            values += sm90_launch.extra_values(b, values[0], values[1], variant[2])
+            values += launch_sm90.extra_values(b, values[0], values[1], variant[2])
         self._launch(fns["main"], grid, block, values, stream)
         fv = fgrid = None
         if self.p.reductions:
@@ -182,7 +167,7 @@ class Runner:
         """(grid, block, partial grid): the last is (n blocks, m blocks, L) of the deterministic
         reduction partials, the grid itself except for the persistent sm90 kernel."""
         if variant[0] == "sm90":
-            return sm90_launch.grid(b)
+            return launch_sm90.grid(b)
         t = MMA_TILE if variant[0] == "mma" else SIM_TILING if simulator() else GPU_TILING
         grid = (math.ceil(b.N / t.BN), math.ceil(b.M / t.BM), b.L)
         return grid, (t.threads, 1, 1), grid
@@ -228,7 +213,7 @@ class Runner:
 
 def _workspace_bits(red):
     """The atomic workspace's initial fp32 bits: the reduction's identity (AMIN is carried as
-    the AMAX of the negated value, epilogue.py)."""
+    the AMAX of the negated value, codegen/epilogue.py)."""
     return identity_bits(red.op, negated=red.op is Op.AMIN)
 
 
@@ -243,7 +228,7 @@ def _signature(side, va, vb, vin):
     def sig(x):
         if not (isinstance(x, np.ndarray) or hasattr(x, "ptr")):    # a scalar (NumPy scalars too)
             return None
-        return (tuple(x.shape), tuple(x.strides), str(x.dtype), _ptr(x) % 16 == 0)
+        return (tuple(x.shape), tuple(x.strides), str(x.dtype), address(x) % 16 == 0)
     return (side, sig(va), sig(vb), tuple((k, sig(v)) for k, v in sorted(vin.items())))
 
 
@@ -290,19 +275,6 @@ def _spec(t):
     x = t.array
     item = np.dtype(x.dtype).itemsize
     return (tuple(x.shape), dtype_name(x.dtype, "output"), tuple(s // item for s in x.strides), t.strides)
-
-
-def _tc_layout(s_k, s_mn):
-    """True: K contiguous (rows of K); False: M/N contiguous; None: cp.async cannot read it."""
-    if s_k == 1 and s_mn % 8 == 0:
-        return True
-    if s_mn == 1 and s_k % 8 == 0:
-        return False
-    return None
-
-
-def _ptr(x):
-    return x.ctypes.data if isinstance(x, np.ndarray) else x.ptr
 
 
 class _Mirrors:

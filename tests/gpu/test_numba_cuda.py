@@ -107,7 +107,7 @@ def test_deterministic_is_bit_identical():
 
 
 def test_second_compile_does_not_recompile():
-    from evt_backends.numba_cuda import build
+    from evt_backends.numba_cuda.runtime import build
     tree, A, B, inputs = case("activations", 0, 64, 64, 32)
     evt_core.compile(tree, backend="numba_cuda", deterministic=True)(A, B, **inputs)
     before = build.COMPILES["count"]

@@ -22,7 +22,7 @@ def sm90_gpu(monkeypatch):
     ok = NumbaCudaBackend().available()
     if not ok or os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
         pytest.skip(f"needs a CUDA GPU: {ok.reason or 'simulator selected'}")
-    from evt_backends.numba_cuda import driver
+    from evt_backends.numba_cuda.runtime import driver
     if driver.compute_capability() != (9, 0):
         pytest.skip("needs an sm_90 GPU")
     monkeypatch.setenv("EVT_POISON", "1")

@@ -18,9 +18,9 @@ os.environ.setdefault("EVT_CACHE_DIR", tempfile.mkdtemp(prefix="evt-sass-"))
 
 import evt_core  # noqa: E402
 from bench.workloads import WORKLOADS  # noqa: E402
-from evt_backends.numba_cuda import build  # noqa: E402
-from evt_backends.numba_cuda.kernel_mma import mma_source  # noqa: E402
-from evt_backends.numba_cuda.signature import main_params  # noqa: E402
+from evt_backends.numba_cuda.runtime import build  # noqa: E402
+from evt_backends.numba_cuda.codegen.mainloop_mma import mma_source  # noqa: E402
+from evt_backends.numba_cuda.codegen.abi import main_params  # noqa: E402
 from trees import case  # noqa: E402
 
 OPS = ("HMMA", "LDSM", "LDGSTS", "LDL", "STL", "CALL", "BAR")

@@ -41,8 +41,8 @@ def programs():
 
 def build(name):
     if name not in _built:
-        from evt_backends.numba_cuda import build as nb
-        from evt_backends.numba_cuda.kernel_sm90 import module_prelude, sm90_params, sm90_source
+        from evt_backends.numba_cuda.runtime import build as nb
+        from evt_backends.numba_cuda.codegen.mainloop_sm90 import module_prelude, sm90_params, sm90_source
         p, ab, kmajor, a_batched, b_batched, det = programs()[name]
         src = module_prelude(ab, kmajor) + "\n" + sm90_source(p, ab, kmajor, a_batched, b_batched, det)
         key = nb.cache_key("sm90_kernels", name, p.key(), src)

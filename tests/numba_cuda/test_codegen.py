@@ -13,12 +13,12 @@ from trees import case  # noqa: E402
 
 
 def test_every_elementwise_op_is_spelled():
-    from evt_backends.numba_cuda.spelling import SPELLING
+    from evt_backends.numba_cuda.codegen.spelling import SPELLING
     assert set(ELEMENTWISE) <= set(SPELLING), set(ELEMENTWISE) - set(SPELLING)
 
 
 def test_source_has_one_comment_per_instruction():
-    from evt_backends.numba_cuda.kernel_simt import GPU_TILING, simt_source
+    from evt_backends.numba_cuda.codegen.mainloop_simt import GPU_TILING, simt_source
     tree, *_ = case("bias_relu_stats", 2, 13, 11, 9)
     src = simt_source(tree.program, "float16", GPU_TILING, False)
     for i in range(len(tree.program.instrs)):
@@ -40,10 +40,10 @@ def built(tmp_path_factory):
     pytest.importorskip("numba.cuda")
     pytest.importorskip("cuda.bindings.nvjitlink")
     os.environ["EVT_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
-    from evt_backends.numba_cuda import build
-    from evt_backends.numba_cuda.finish import finish_source
-    from evt_backends.numba_cuda.kernel_mma import mma_source
-    from evt_backends.numba_cuda.signature import finish_params, main_params
+    from evt_backends.numba_cuda.runtime import build
+    from evt_backends.numba_cuda.codegen.finish import finish_source
+    from evt_backends.numba_cuda.codegen.mainloop_mma import mma_source
+    from evt_backends.numba_cuda.codegen.abi import finish_params, main_params
     tree, *_ = case("bias_relu_stats", 2, 13, 11, 9)
     p = tree.program
     out = {}
@@ -74,7 +74,7 @@ def test_ptx_targets_sm90_with_mma(built):
 
 def test_sass_has_hmma_and_no_calls(built):
     pytest.importorskip("nvidia")
-    from evt_backends.numba_cuda.build import sass_opcodes
+    from evt_backends.numba_cuda.runtime.build import sass_opcodes
     for name in ("f16", "bf16", "f16_fast", "bf16_fast"):
         ops = sass_opcodes(built[name].image)
         assert ops["HMMA"] >= 64, ops          # 2 k16 steps x 32 mma per k-tile
@@ -97,7 +97,7 @@ def test_gelu_grad_device_function_follows_the_reference():
     Python: the same fp32 steps as ops._gelu_grad (only erf's argument is an fp32 product)."""
     pytest.importorskip("numba.cuda")
     import numpy as np
-    from evt_backends.numba_cuda import devicefns
+    from evt_backends.numba_cuda.codegen import devicefns
     from evt_core.tree.ops import Op
     x = np.linspace(-8, 8, 4001, dtype=np.float32)
     got = np.array([devicefns.gelu_grad.py_func(v) for v in x])

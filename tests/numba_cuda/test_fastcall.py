@@ -48,7 +48,8 @@ LAUNCHES = []     # module-wide: a compiled kernel (cached across tests) keeps i
 @pytest.fixture
 def recorded(monkeypatch):
     from evt_backends.gpu import cuda, streams
-    from evt_backends.numba_cuda import arrays, backend, driver, fastcall, runner
+    from evt_backends.numba_cuda import backend, runner
+    from evt_backends.numba_cuda.runtime import arrays, driver, fastcall
     from evt_core.backend import Support
     launches = LAUNCHES
     launches.clear()

@@ -20,7 +20,7 @@ def sass(tmp_path_factory):
     pytest.importorskip("cuda.bindings.nvjitlink")
     pytest.importorskip("nvidia")
     os.environ["EVT_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache-sm90"))
-    from evt_backends.numba_cuda.build import sass_opcodes
+    from evt_backends.numba_cuda.runtime.build import sass_opcodes
     from sm90_kernels import build
     return {name: (build(name), sass_opcodes(build(name).image)) for name in KERNELS}
 
@@ -37,7 +37,7 @@ def test_sass_is_warp_specialised_wgmma_with_tma(sass, name):
 
 
 def test_second_build_comes_from_the_cache(sass):
-    from evt_backends.numba_cuda import build as nb
+    from evt_backends.numba_cuda.runtime import build as nb
     from sm90_kernels import build
     before = nb.COMPILES["count"]
     nb._memory.clear()
@@ -48,9 +48,9 @@ def test_second_build_comes_from_the_cache(sass):
 
 
 def test_fragment_staging_matches_the_wgmma_fragment():
-    """The staging indices of sm90_epilogue (fr + 8j, fr + 8 pitch + 8j, then +1) put every
+    """The staging indices of codegen/epilogue_sm90 (fr + 8j, fr + 8 pitch + 8j, then +1) put every
     accumulator of every thread at its fragment position, covering the 64 x 128 block once."""
-    from evt_backends.numba_cuda.kernel_sm90 import BN, N_ACC
+    from evt_backends.numba_cuda.codegen.mainloop_sm90 import BN, N_ACC
     pitch, seen = BN + 8, set()
     for warp in range(4):
         for lane in range(32):
@@ -96,20 +96,20 @@ def _bound(M=256, N=256, K=128, a=None, b=None, dtype="float16", L=1):
     (_bound(b=(0, 3, 3)), (9, 0), "B strides"),                # neither K- nor N-contiguous
 ])
 def test_calls_that_fall_back(bound, cc, why):
-    from evt_backends.numba_cuda.sm90_launch import refusal
-    got = refusal(bound, 0x1000, 0x2000, cc, encode=False)
+    from evt_backends.numba_cuda.select import sm90_refusal
+    got = sm90_refusal(bound, 0x1000, 0x2000, cc, encode=False)
     assert got is not None and why in got, got
 
 
 @pytest.mark.parametrize("bound", [_bound(), _bound(M=77, N=48, K=40), _bound(b=(0, 1, 128)),
                                    _bound(L=3, a=(256 * 128, 128, 1), b=(0, 1, 128))])
 def test_calls_that_fit(bound):
-    from evt_backends.numba_cuda.sm90_launch import refusal
-    assert refusal(bound, 0x1000, 0x2000, (9, 0), encode=False) is None
-    assert refusal(bound, 0x1008, 0x2000, (9, 0), encode=False) is not None     # A base not 16-byte aligned
+    from evt_backends.numba_cuda.select import sm90_refusal
+    assert sm90_refusal(bound, 0x1000, 0x2000, (9, 0), encode=False) is None
+    assert sm90_refusal(bound, 0x1008, 0x2000, (9, 0), encode=False) is not None     # A base not 16-byte aligned
 
 
 def test_entry_name_from_the_cubin(sass):
-    from evt_backends.numba_cuda.build_sm90 import kernel_entry
+    from evt_backends.numba_cuda.runtime.build_sm90 import kernel_entry
     built = sass["bare"][0]
     assert kernel_entry(built.image) == built.entry and "evt_kernel" in built.entry

@@ -1,4 +1,4 @@
-"""sm_90a device intrinsics (inline PTX) for the warp-specialised kernel of kernel_sm90.py:
+"""sm_90a device intrinsics (inline PTX) for the warp-specialised kernel of mainloop_sm90.py:
 mbarriers with a bounded wait, TMA loads from tensor maps in global memory, wgmma with its
 fence/commit/wait, setmaxnreg, named barriers and 32-bit index arithmetic.
 
@@ -12,7 +12,7 @@ from llvmlite import ir
 from numba import types
 from numba.cuda.extending import intrinsic
 
-from ..gpu.sm90 import CONSUMER_REGS, DESC_SWIZZLE_128B, PRODUCER_REGS
+from ...gpu.sm90 import CONSUMER_REGS, DESC_SWIZZLE_128B, PRODUCER_REGS
 
 _F32, _I32, _I64 = ir.FloatType(), ir.IntType(32), ir.IntType(64)
 _VOID = ir.VoidType()

@@ -11,9 +11,9 @@ import struct
 
 from evt_core.errors import KernelCompileError
 
-from ..gpu.sm90 import THREADS
+from ...gpu.sm90 import THREADS
 from . import build
-from .signature import numba_signature
+from ..codegen.abi import numba_signature
 
 CC = (9, 0, "a")
 # nvJitLink / ptxas info lines that mean the kernel lost what it was built for
@@ -22,7 +22,7 @@ _FATAL_INFO = ("setmaxnreg' ignored", "unable to determine register count", "ser
 
 
 def compile_sm90a(key, body, name, params):
-    from . import __name__ as _pkg  # noqa: F401  (applies the numpy shim before numba.cuda)
+    from .. import __name__ as _pkg  # noqa: F401  (applies the numpy shim before numba.cuda)
     from numba import cuda
     source = build.module_source(body, key, simulator=False)
     fn = build.load_python(source, name, key)

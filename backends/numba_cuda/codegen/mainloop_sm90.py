@@ -8,13 +8,13 @@ visited persistently in grouped order; while the consumers run a tile's epilogue
 already fills the ring for their next tile. A slot is released one k-block late (wait_group 1),
 so one wgmma group stays in flight. Every mbarrier wait is bounded (ptx_sm90.mbar_wait).
 
-The epilogue (sm90_epilogue.py) stages each consumer's fragment through shared memory into the
+The epilogue (epilogue_sm90.py) stages each consumer's fragment through shared memory into the
 thread layout EpilogueWriter expects, so every op, reduction and deterministic mode of the
 mma.sync kernel works unchanged.
 """
-from ..gpu import sm90
-from .sm90_epilogue import SmemLayout, epilogue_lines
-from .signature import Param, arg_list, main_params
+from ...gpu import sm90
+from .epilogue_sm90 import SmemLayout, epilogue_lines
+from .abi import Param, arg_list, main_params
 
 BN = 128                          # columns per CTA tile: m64n128k16, 64 fp32 accumulators per thread
 STAGES = 4

@@ -10,7 +10,7 @@ so aux loads and output stores are coalesced without per-output shared-memory st
 registers. The two consumer warpgroups never wait for each other: each has its own staging and
 reduction scratch and synchronises on its own named barrier (ids 1 and 2; 0 is __syncthreads).
 """
-from ..gpu import sm90
+from ...gpu import sm90
 from .epilogue import EpilogueWriter, Layout
 
 TY, TX = 4, 32          # the warpgroup's warps x lanes in the epilogue layout

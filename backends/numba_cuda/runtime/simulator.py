@@ -1,5 +1,5 @@
-"""The simulator's stand-ins for `ptx.py` and `devicefns.py`: same names, same meaning, on the
-NumPy arrays the CUDA simulator passes where the GPU build passes raw pointers.
+"""The simulator's stand-ins for `codegen/ptx.py` and `codegen/devicefns.py`: same names, same
+meaning, on the NumPy arrays the CUDA simulator passes where the GPU build passes raw pointers.
 
 Under NUMBA_ENABLE_CUDASIM=1 kernels run as Python threads, so inline PTX cannot exist; the
 generated SIMT kernel source is identical in both builds and only this namespace changes.

@@ -8,7 +8,7 @@ staged in shared memory; tiles past M, N or K are zero-filled.
 from dataclasses import dataclass
 
 from .epilogue import EpilogueWriter, Layout
-from .signature import arg_list, main_params
+from .abi import arg_list, main_params
 
 _LOADERS = {"float32": "ld_f32", "float16": "ld_f16", "bfloat16": "ld_bf16"}
 

@@ -3,7 +3,7 @@ memory, shared-memory addressing and the tensor-core instructions numba-cuda has
 
 Every kernel argument on the GPU is a scalar (pointers travel as int64), so the compiled cubin
 can be launched by a thin ctypes call with no array marshalling. The simulator build replaces
-this module with `simhelpers.py`, whose functions have the same names and meaning on NumPy
+this module with `runtime/simulator.py`, whose functions have the same names and meaning on NumPy
 arrays; generated kernels call only these names, so one source serves both.
 """
 from llvmlite import ir

@@ -1,6 +1,6 @@
 """fp32 math helpers the generated GPU kernels call (numba device functions, inlined).
 
-`simhelpers.py` defines the same names for the CUDA simulator. NaN handling follows the
+`runtime/simulator.py` defines the same names for the CUDA simulator. NaN handling follows the
 contract in ops.py: maximum/minimum propagate NaN (CUDA's fmaxf would drop it).
 """
 import math

@@ -9,7 +9,7 @@ import contextlib
 import ctypes
 import threading
 
-from ..gpu import cuda
+from ...gpu import cuda
 
 MAX_DYNAMIC_SHARED = 8      # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 

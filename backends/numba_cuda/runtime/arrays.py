@@ -14,7 +14,7 @@ import numpy as np
 from evt_core.dtypes import DTYPES
 from evt_core.errors import DTypeError, UnsupportedError
 
-from ..gpu.arrays import array_kind
+from ...gpu.arrays import array_kind
 from . import driver
 
 _NAN_BITS = {"float32": (32, 0x7FC00000), "float16": (16, 0x7E00), "bfloat16": (16, 0x7FC0)}

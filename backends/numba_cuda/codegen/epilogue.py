@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from evt_core.tree.ops import Op
 
-from ..gpu.reductions import reduction_kind
+from ...gpu.reductions import reduction_kind
 from .spelling import spell
 
 _LOADERS = {"float32": "ld_f32", "float16": "ld_f16", "bfloat16": "ld_bf16"}

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from evt_core.errors import UnsupportedError
 
 from .epilogue import EpilogueWriter, Layout
-from .signature import arg_list, main_params
+from .abi import arg_list, main_params
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ None from `key` or `run`, and the call takes the full path.
 """
 import math
 
-from ..gpu import streams
+from ...gpu import streams
 from . import driver
 
 _NUMBER = (float, int)

@@ -1,0 +1,103 @@
+"""Which mainloop variant a bound call takes, and why.
+
+A variant is the key the Runner compiles and caches a kernel under:
+  ('simt', dtype)                                   fp32, the simulator, `simt=True`, or operands
+                                                    cp.async cannot read;
+  ('mma', dtype, a_kmajor, b_kmajor)                fp16/bf16 with 16-byte aligned A and B rows
+                                                    (K- or M/N-contiguous);
+  ('sm90', dtype, b_kmajor, a_batched, b_batched)   `sm90=True` on an sm_90 GPU when the call
+                                                    fits TMA's rules (sm90_refusal says why not).
+The Program does not fix the operands' layout, so the choice is made per call from the bound
+strides and device addresses: pure Python, microseconds, unit-tested without a GPU.
+"""
+import os
+
+import numpy as np
+
+from evt_core.errors import KernelCompileError
+
+from ..gpu import sm90
+from .codegen.mainloop_sm90 import BN, STAGES
+from .runtime import driver
+from .runtime.launch_sm90 import encode_maps, tile_count
+
+
+def simulator():
+    return os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+
+
+def variant(b, a_ptr, b_ptr, force_simt, use_sm90):
+    """(variant, note): note is what kernel.stages["sm90"] records for this call (the sm90
+    kernel's description, or why the call falls back to mma.sync), None when sm90 is off.
+    a_ptr, b_ptr: the device addresses the sm90 kernel's tensor maps would read."""
+    if simulator() or force_simt or b.dtype == "float32":
+        return ("simt", b.dtype), None
+    note = None
+    if use_sm90:
+        why = sm90_refusal(b, a_ptr, b_ptr, driver.compute_capability())
+        if why is None:
+            kmajor = b_kmajor(b)
+            return ("sm90", b.dtype, kmajor, b.a_strides[0] != 0, b.b_strides[0] != 0), sm90_description(b, kmajor)
+        note = f"fallback to the mma.sync kernel: {why}"
+    a_layout = _tc_layout(b.a_strides[2], b.a_strides[1])
+    b_layout = _tc_layout(b.b_strides[1], b.b_strides[2])
+    aligned = all(s % 8 == 0 for s in (b.a_strides[0], b.b_strides[0])) and \
+        address(b.A) % 16 == 0 and address(b.B) % 16 == 0
+    if a_layout is None or b_layout is None or not aligned:
+        return ("simt", b.dtype), note
+    return ("mma", b.dtype, a_layout, b_layout), note
+
+
+def _tc_layout(s_k, s_mn):
+    """True: K contiguous (rows of K); False: M/N contiguous; None: cp.async cannot read it."""
+    if s_k == 1 and s_mn % 8 == 0:
+        return True
+    if s_mn == 1 and s_k % 8 == 0:
+        return False
+    return None
+
+
+def address(x):
+    """The base address of a bound array: host for NumPy, device otherwise."""
+    return x.ctypes.data if isinstance(x, np.ndarray) else x.ptr
+
+
+def sm90_refusal(b, a_ptr, b_ptr, cc, encode=True):
+    """None when the call fits the sm_90a kernel, else the reason it does not. encode: also ask
+    the driver for both tensor maps (it has rules of its own; the maps are cached for the launch)."""
+    if cc != (9, 0):
+        return f"the device is sm_{cc[0]}{cc[1]}; the wgmma/TMA kernel needs sm_90"
+    if b.dtype not in ("float16", "bfloat16"):
+        return f"{b.dtype} operands (wgmma here takes fp16/bf16)"
+    if min(b.M, b.N, b.K) == 0:
+        return "an empty problem dimension (TMA maps need extents >= 1)"
+    (aL, aM, aK), (bL, bK, bN) = b.a_strides, b.b_strides
+    if not (aK == 1 and aM > 0 and sm90.tma_rows_ok(a_ptr, aM, aL)):
+        return (f"A strides {b.a_strides} at address {a_ptr:#x}: TMA needs K-contiguous A with a 16-byte aligned "
+                "base and 16-byte multiple row and batch strides (K % 8 == 0 for a dense A)")
+    if b_kmajor(b) is None or not sm90.tma_rows_ok(b_ptr, bN if bK == 1 else bK, bL):
+        return (f"B strides {b.b_strides} at address {b_ptr:#x}: TMA needs unit stride along K or N, a 16-byte "
+                "aligned base and 16-byte multiple row and batch strides")
+    if max(b.L * tile_count(b.M, sm90.BM) * tile_count(b.N, BN), b.M, b.N, b.K) >= 2 ** 31:
+        return "a problem too large for the kernel's 32-bit tile arithmetic"
+    if encode:
+        try:
+            encode_maps(b, a_ptr, b_ptr, b_kmajor(b))
+        except KernelCompileError as e:
+            return f"the driver refused a tensor map ({e})"
+    return None
+
+
+def b_kmajor(b):
+    """True: B is K-contiguous ((N, K) storage); False: N-contiguous; None: neither (the cupy
+    backend's rule, so both backends pick the same B layout)."""
+    _, bK, bN = b.b_strides
+    if bK == 1 and bN != 1:
+        return True
+    return False if bN == 1 else None
+
+
+def sm90_description(b, kmajor):
+    tiles = b.L * tile_count(b.M, sm90.BM) * tile_count(b.N, BN)
+    return (f"sm_90a warp-specialised kernel: {b.dtype}, tile {sm90.BM}x{BN}x{sm90.BK}, {STAGES} stages, "
+            f"B {'K' if kmajor else 'N'}-major, {tiles} tiles over a persistent grid")
