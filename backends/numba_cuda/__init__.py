@@ -21,17 +21,10 @@ if not hasattr(_np, "row_stack"):
 __all__ = ["NumbaCudaBackend"]
 
 
-# Modules that code outside this package reaches as `from evt_backends.numba_cuda import X`
-# (evt_core/torch/ops.py: driver; tests/core/test_cache.py: build).
-_RUNTIME_MODULES = ("driver", "build")
-
 
 def __getattr__(name):
     # Lazy, so `import evt_backends.numba_cuda` (the plugin) never imports numba.
     if name == "NumbaCudaBackend":
         from .backend import NumbaCudaBackend
         return NumbaCudaBackend
-    if name in _RUNTIME_MODULES:
-        import importlib
-        return importlib.import_module(f"{__name__}.runtime.{name}")
     raise AttributeError(name)

@@ -182,7 +182,7 @@ def _caller_stream(backend, device, torch):
             stack.enter_context(cupy.cuda.Device(device.index if device.index is not None else 0))
             stack.enter_context(cupy.cuda.ExternalStream(ptr))
         elif backend == "numba_cuda":
-            from evt_backends.numba_cuda import driver
+            from evt_backends.numba_cuda.runtime import driver
             stack.enter_context(driver.on_stream(ptr))
         yield
 

@@ -179,9 +179,9 @@ def test_numba_cubin_cache_rebuilds_a_damaged_cubin(cache_dir, damage):
     warning and a rebuild, never a load of the damaged bytes."""
     pytest.importorskip("numba.cuda")
     pytest.importorskip("cuda.bindings.nvjitlink")
-    from evt_backends.numba_cuda import build
-    from evt_backends.numba_cuda.finish import finish_source
-    from evt_backends.numba_cuda.signature import finish_params
+    from evt_backends.numba_cuda.codegen.abi import finish_params
+    from evt_backends.numba_cuda.codegen.finish import finish_source
+    from evt_backends.numba_cuda.runtime import build
     from tests.numba_cuda.trees import case
     tree, *_ = case("bias_relu_stats", 2, 13, 11, 9)
     p = tree.program

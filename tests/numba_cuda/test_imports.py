@@ -137,7 +137,7 @@ def _repo_files():
 
 def test_imports_of_the_backends_from_the_rest_of_the_repository_resolve():
     """tests, bench, scripts and evt_core (e.g. evt_core/torch/ops.py's lazy
-    `from evt_backends.numba_cuda import driver`)."""
+    `from evt_backends.numba_cuda.runtime import driver`)."""
     bad = []
     for path in _repo_files():
         try:
@@ -193,17 +193,6 @@ def test_generated_kernel_headers_import_existing_modules():
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, ast.ImportFrom):
                 assert _problem(node.module, [a.name for a in node.names]) is None, node.module
-
-
-def test_old_paths_kept_for_importers_outside_the_backend():
-    """evt_core/torch/ops.py imports driver, tests/core/test_cache.py build, finish and signature."""
-    import evt_backends.numba_cuda as pkg
-    from evt_backends.numba_cuda.runtime import build, driver
-    assert pkg.driver is driver and pkg.build is build
-    from evt_backends.numba_cuda.codegen import abi, finish
-    from evt_backends.numba_cuda.finish import finish_source
-    from evt_backends.numba_cuda.signature import finish_params
-    assert finish_source is finish.finish_source and finish_params is abi.finish_params
 
 
 # Modules that need a GPU at import time, so cannot be imported here: none today.
