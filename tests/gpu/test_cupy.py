@@ -13,14 +13,10 @@ import evt_core
 from evt_core import ops
 from evt_core.dtypes import DTYPES
 
-cp = pytest.importorskip("cupy", reason="cupy is not installed")
+from tests.gpu import cupy_gpu
+
 pytestmark = pytest.mark.gpu
-try:
-    _HAVE_GPU = cp.cuda.runtime.getDeviceCount() > 0
-except Exception:  # noqa: BLE001
-    _HAVE_GPU = False
-if not _HAVE_GPU:
-    pytest.skip("no CUDA device", allow_module_level=True)
+cp = cupy_gpu.require()
 
 TOL = {"float16": (2e-3, 1e-4), "bfloat16": (1.6e-2, 1e-3), "float32": (2e-5, 1e-5)}
 RNG = np.random.default_rng(0)

@@ -7,15 +7,11 @@ import pytest
 
 import evt_core
 
+from tests.gpu import cupy_gpu
+
 pytestmark = pytest.mark.gpu
-# test_cupy skips itself at import without cupy or a GPU; import it only where it loads whole
-cp = pytest.importorskip("cupy", reason="cupy is not installed")
-try:
-    _HAVE_GPU = cp.cuda.runtime.getDeviceCount() > 0
-except Exception:  # noqa: BLE001
-    _HAVE_GPU = False
-if not _HAVE_GPU:
-    pytest.skip("no CUDA device", allow_module_level=True)
+# test_cupy skips itself at import without cupy or a GPU: import it only past the same guard
+cp = cupy_gpu.require()
 
 from tests.gpu.test_cupy import _SM90_TILES, check, make  # noqa: E402
 
