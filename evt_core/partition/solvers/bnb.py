@@ -18,7 +18,8 @@ set partition is visited once (groups are named by their first member). Pruning:
   forbidden future nodes and reachability) are searched once per cost level.
 
 The incumbent is the greedy plan improved by local search (`local.py`); every new leaf is
-improved the same way. Children are bounded first and searched cheapest (cost + bound)
+improved the same way. On problems of LNS_MIN_SIZE+ nodes that a first plain search does not
+settle, windows of the incumbent are re-solved exactly (`lns.py`) before the search resumes. Children are bounded first and searched cheapest (cost + bound)
 first, below the incumbent. (Iterative deepening from the root bound, tried before, proved
 the same plans 2-10x slower on the benchmark's medium graphs: each round re-searches the
 tree, and the memo recovers only part of it.)"""
@@ -65,7 +66,7 @@ def solve_bnb(p: Problem, time_limit: float | None = None) -> Solution:
 # incumbent is improved by windows (lns.py) for LNS_SHARE of the limit (at most LNS_MAX_S),
 # and the search resumes to the end, its memo kept: memo entries are true lower bounds for the
 # whole solve, whatever the incumbent was when they were recorded.
-LNS_MIN_SIZE, FIRST_SHARE, FIRST_NODES, LNS_SHARE, LNS_MAX_S = 100, 0.4, 5000, 0.15, 1.5
+LNS_MIN_SIZE, FIRST_SHARE, FIRST_NODES, LNS_SHARE, LNS_MAX_S = 100, 0.4, 5000, 0.2, 2.0
 
 
 def _phases(search, time_limit) -> bool:
@@ -114,20 +115,6 @@ class _Search:
         self.static_loss = [self._static_loss(v) for v in range(p.size)]
         self.memo = Memo(p, self.adj)
         self.node_limit = None                        # stop (as on timeout) past this many nodes
-        self.same = None                              # set by `restrict` (windows of lns.py)
-
-    def restrict(self, fixed) -> None:
-        """fixed[v] >= 0: v may only join a group holding an earlier node u with fixed[u] ==
-        fixed[v] (or a new group if none is placed); -1: v is free. None lifts it."""
-        if fixed is None:
-            self.same = None
-            return
-        seen: dict[int, int] = {}
-        self.same = []
-        for v, lab in enumerate(fixed):
-            self.same.append(None if lab < 0 else seen.get(lab, 0))
-            if lab >= 0:
-                seen[lab] = seen.get(lab, 0) | 1 << v
 
     def _static_loss(self, v: int) -> int:
         """In-bytes of v cut in any plan: v keeps at most a pairwise-compatible producer set."""
@@ -196,7 +183,7 @@ class _Search:
         st = self.st
         lb, und = self.bound(k)
         room = self.best_cost - cost - lb             # bytes the packing must find to prune
-        if room <= 0 or self.same is not None:        # windows: the cheap part only
+        if room <= 0:
             return lb
         return lb + pack_bound(self.p.size, und, st.grp, st.members, self.p.forbid, k, room,
                                self.blocked)
@@ -236,8 +223,6 @@ class _Search:
 
     def _candidates(self, v: int, gains: dict[int, int]) -> list[int]:
         """Open groups v could end up connected to, heaviest gain first, and a new group."""
-        if self.same is not None and self.same[v] is not None:
-            return sorted({self.st.grp[u] for u in bits(self.same[v])}) or [len(self.st.members)]
         placed = (1 << v) - 1
         region = frontier = 1 << v
         while frontier:
