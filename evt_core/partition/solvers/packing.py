@@ -157,21 +157,5 @@ def _conflicts(n: int, adj, members, forbid, blocked, k: int) -> dict[int, int]:
 
 def _shortest(src, conf, adj, cap, ends):
     """Edge ids of a shortest positive-capacity path from src to a vertex of mask `conf`, or
-    None if none exists. prev[y] is the edge y was reached by (-1 for src)."""
-    prev = {src: -1}
-    frontier = [src]
-    while frontier:
-        nxt = []
-        for x in frontier:
-            for y, e in adj[x]:
-                if y not in prev and cap[e]:
-                    prev[y] = e
-                    if conf >> y & 1:
-                        path = []
-                        while (e := prev[y]) >= 0:
-                            path.append(e)
-                            y ^= ends[e]
-                        return path
-                    nxt.append(y)
-        frontier = nxt
-    return None
+    None if none exists."""
+    return _attach((src,), conf, adj, cap, ends)[0]
