@@ -15,6 +15,7 @@ stages that would start past --budget are skipped and named.
 from __future__ import annotations
 
 import argparse
+import ast
 import copy
 import datetime
 import gc
@@ -42,6 +43,8 @@ def parse_args(argv=None):
     p.add_argument("--workloads", default=",".join(WORKLOADS), help=f"subset of {','.join(WORKLOADS)}")
     p.add_argument("--kernels", default="auto", help="evt kernel backends, comma-separated (auto, cupy, numba_cuda)")
     p.add_argument("--dtypes", default="", help="override every workload's dtypes (float16,bfloat16,float32)")
+    p.add_argument("--evt-options", default="", metavar="K=V,...",
+                   help="kernel-backend options for the evt candidates, e.g. a_mn_major_tma=True,split_k=8")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--rep-ms", type=float, default=200.0, help="do_bench repetition time per round")
     p.add_argument("--ce-rows", type=int, default=736_392, help="rows of the softmax cross-entropy U-turn")
@@ -61,6 +64,10 @@ def parse_args(argv=None):
         p.error(f"unknown workload(s) {bad}; choose from {list(WORKLOADS)}")
     a.kernels = [k for k in a.kernels.split(",") if k]
     a.dtypes = [d for d in a.dtypes.split(",") if d]
+    try:
+        a.evt_options = {k: ast.literal_eval(v) for k, v in (kv.split("=", 1) for kv in a.evt_options.split(",") if kv)}
+    except (ValueError, SyntaxError) as e:
+        p.error(f"--evt-options: {e}; write K=V pairs with Python literals, e.g. split_k=8,a_mn_major_tma=True")
     return a
 
 
@@ -98,10 +105,13 @@ def candidates(args, device):
             out.append(("torch.compile max-autotune (CUDA graphs)", lambda m: torch.compile(m, mode="max-autotune", dynamic=False)))
     kernels = ["numpy"] if device == "cpu" else args.kernels
     for k in kernels:
-        out.append((f"evt ({k})", lambda m, k=k: torch.compile(m, backend=et.backend(kernels=k), dynamic=False)))
+        opts = {} if k == "numpy" else args.evt_options
+        tag = "".join(f", {n}={v!r}" for n, v in opts.items())
+        out.append((f"evt ({k}{tag})", lambda m, k=k, o=opts: torch.compile(
+            m, backend=et.backend(kernels=k, **o), dynamic=False)))
         if device == "cuda":
-            out.append((f"evt ({k}, CUDA graphs)", lambda m, k=k: torch.compile(
-                m, backend=et.backend(kernels=k, cudagraphs=True), dynamic=False)))
+            out.append((f"evt ({k}{tag}, CUDA graphs)", lambda m, k=k, o=opts: torch.compile(
+                m, backend=et.backend(kernels=k, cudagraphs=True, **o), dynamic=False)))
     return out
 
 
