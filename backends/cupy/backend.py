@@ -63,6 +63,8 @@ class CupyBackend(Backend):
             raise UnsupportedError(f"fast_math={opts['fast_math']!r} is not True, False or 'auto'")
         if type(opts["split_k"]) is not int or not 1 <= opts["split_k"] <= 64:
             raise UnsupportedError(f"split_k={opts['split_k']!r}: pass an int from 1 to 64")
+        if type(opts["a_mn_major_tma"]) is not bool:
+            raise UnsupportedError(f"a_mn_major_tma={opts['a_mn_major_tma']!r}: pass True or False")
         if opts["tile"] is not None and not isinstance(opts["tile"], TileConfig):
             raise UnsupportedError("tile= takes a backends.cupy.codegen.plan.TileConfig or None")
         runner = CupyRunner(tree.program, opts)

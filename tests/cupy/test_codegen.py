@@ -303,3 +303,15 @@ def test_split_k_source_walks_tile_split_units_and_fixes_up_per_warpgroup():
     assert "(k0 > kbeg || k > 0)" in src
     plain = generate(prog, base, TileConfig(128, 256, 64, stages=4))
     assert "skw" not in plain and "kbeg" not in plain
+
+
+@pytest.mark.parametrize("opts,match", [({"split_k": 0}, "split_k=0"), ({"split_k": 2.0}, "split_k=2.0"),
+                                        ({"split_k": 65}, "split_k=65"), ({"a_mn_major_tma": "yes"}, "a_mn_major_tma")])
+def test_opt_in_option_values_are_checked(opts, match):
+    """Bad values of the opt-in paths' options are typed errors naming the option (the backend
+    checks its own option values; cupy itself is not needed for that)."""
+    import evt_core
+    from evt_backends.cupy.backend import CupyBackend
+    tree = evt_core.trace(lambda accum: {"out": accum}, {"accum": np.empty((4, 4), np.float32), "out": np.empty((4, 4), np.float16)})
+    with pytest.raises(UnsupportedError, match=match):
+        CupyBackend().compile(tree, opts)
