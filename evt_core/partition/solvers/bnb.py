@@ -36,7 +36,7 @@ from .lns import improve_lns
 from .memo import Memo
 from .packing import pack_bound
 from .precede import blocked_groups
-from .state import Solution, State, cost_of, split_connected
+from .state import Solution, State, cost_of, in_edge_charge, split_connected
 
 
 class _Timeout(Exception):
@@ -140,19 +140,7 @@ class _Search:
         for v in range(k, self.p.size):
             if not st.in_w[v]:
                 continue
-            best, free = 0, 0
-            per: dict[int, int] = {}
-            for u, w in st.in_w[v]:
-                s = st.grp[u]
-                if s < 0:
-                    free += w
-                else:
-                    per[s] = per.get(s, 0) + w
-            blk = blocked[v]
-            for s, w in per.items():
-                if w > best and not forbid[v] & st.members[s] and not blk >> s & 1:
-                    best = w
-            L = max(self.total_in[v] - best - free, self.static_loss[v])
+            L = in_edge_charge(st, v, forbid[v], self.total_in[v], self.static_loss[v], blocked[v])
             if L > 0:
                 lb += L
             else:

@@ -27,7 +27,7 @@ import time
 
 from ..problem import Problem, bits
 from .packing import pack_bound
-from .state import State
+from .state import State, in_edge_charge
 
 
 class NoMemo:
@@ -125,17 +125,7 @@ def _window_class():
             for v in self.free:
                 if v < k or not st.in_w[v]:
                     continue
-                best, free, per = 0, 0, {}
-                for u, w in st.in_w[v]:
-                    s = st.grp[u]
-                    if s < 0:
-                        free += w
-                    else:
-                        per[s] = per.get(s, 0) + w
-                for s, w in per.items():
-                    if w > best and not forbid[v] & st.members[s]:
-                        best = w
-                L = max(self.total_in[v] - best - free, self.static_loss[v])
+                L = in_edge_charge(st, v, forbid[v], self.total_in[v], self.static_loss[v])
                 if L > 0:
                     lb += L
                 else:

@@ -99,6 +99,25 @@ def split_connected(p: Problem, groups) -> list[tuple[int, ...]]:
     return out
 
 
+def in_edge_charge(st: "State", v: int, forbid_v: int, total_in: int, static_loss: int,
+                   blocked_v: int = 0) -> int:
+    """The bytes of v's in-edges that are cut whichever group v joins: all of them but the
+    heaviest share from one placed group v may join (not forbidden with v, not in the mask
+    `blocked_v` of groups acyclicity bars it from) and those from still unplaced nodes, and at
+    least `static_loss`. Invariant: a lower bound on v's in-edge cut in every completion."""
+    best, free, per = 0, 0, {}
+    for u, w in st.in_w[v]:
+        s = st.grp[u]
+        if s < 0:
+            free += w
+        else:
+            per[s] = per.get(s, 0) + w
+    for s, w in per.items():
+        if w > best and not forbid_v & st.members[s] and not blocked_v >> s & 1:
+            best = w
+    return max(total_in - best - free, static_loss)
+
+
 def cost_of(p: Problem, groups) -> int:
     where = {i: k for k, grp in enumerate(groups) for i in grp}
     return p.fixed_cost + sum(w for u, v, w in p.edges if where[u] != where[v])
