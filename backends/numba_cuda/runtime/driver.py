@@ -115,8 +115,10 @@ class DeviceBuffer:
         _check("cuMemcpyDtoH", lib().cuMemcpyDtoH_v2(host.ctypes.data_as(ctypes.c_void_p), ctypes.c_uint64(self.ptr),
                                                       ctypes.c_size_t(host.nbytes)))
 
-    def __del__(self):
-        cu = getattr(cuda, "_lib", None)     # module globals are gone at interpreter exit
+    def __del__(self, _u64=ctypes.c_uint64):
+        # at interpreter exit module globals (ctypes' names among them) may already be None:
+        # the ctypes type is bound at definition time, the library looked up defensively
+        cu = getattr(cuda, "_lib", None) if cuda is not None else None
         if cu is not None and getattr(self, "ptr", 0):
-            cu.cuMemFree_v2(ctypes.c_uint64(self.ptr))
+            cu.cuMemFree_v2(_u64(self.ptr))
             self.ptr = 0
