@@ -48,6 +48,11 @@ def test_m_major_a_without_the_option_takes_the_sm80_path():
     assert kern.run.last.spec.mainloop == "sm80"
 
 
+# sums and means over several CTAs combine by float atomics when deterministic=False (the
+# default): their last bits depend on arrival order, so only the other outputs are bit-compared
+_ATOMIC_SUMS = {"row_sum", "col_mean"}
+
+
 @pytest.mark.parametrize("name,shape,splits", [("paper", (1, 256, 352, 8192), 8), ("reduce", (1, 200, 328, 4096), 5),
                                                ("bias_gelu", (2, 136, 264, 1000), 3), ("paper", (1, 130, 136, 72), 4),
                                                ("reduce", (1, 4096, 1024, 256), 2)])
@@ -55,7 +60,8 @@ def test_split_k(name, shape, splits):
     """split_k: (tile, split) work units, per-warpgroup partials and a last-arriver fix-up,
     with column/row reductions in the epilogue, batches, K not a multiple of 64, more splits
     than k-blocks (K = 72: 2 k-blocks for 4 splits) and many tiles per CTA; run twice, since
-    the counters must be back at zero, and bit-identical, since the sum is in split order."""
+    the counters must be back at zero, and bit-identical, since the split-K sum is in split order
+    (reductions across CTAs excepted: they combine by atomics)."""
     L, M, N, K = shape
     tree, A, B, inputs = make(name, L, M, N, K, "float16", batched=L > 1)
     kern = evt_core.compile(tree, backend="cupy", mainloop="sm90", autotune=False, split_k=splits)
@@ -63,6 +69,8 @@ def test_split_k(name, shape, splits):
     check(got, evt_core.interpret(tree, A, B, **inputs), K)
     again = kern(A, B, **inputs)
     for k in got:
+        if k in _ATOMIC_SUMS:
+            continue
         # reshape(-1): a scalar reduction's 0-d result has no byte view
         assert np.array_equal(np.asarray(got[k]).reshape(-1).view(np.uint8),
                               np.asarray(again[k]).reshape(-1).view(np.uint8)), k
