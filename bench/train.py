@@ -32,6 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # `python3 bench/train.py` from a checkout
 
+from bench.run import split_spec  # noqa: E402
 from bench.train_workloads import WORKLOADS, _softmax_ce  # noqa: E402
 
 FLOOR = {"float32": 1e-4, "float16": 2e-2, "bfloat16": 4e-2}    # rel. L2 error always accepted
@@ -41,7 +42,9 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="python3 bench/train.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--smoke", action="store_true", help="tiny sizes; runs on a CPU (eager and evt only)")
     p.add_argument("--workloads", default=",".join(WORKLOADS), help=f"subset of {','.join(WORKLOADS)}")
-    p.add_argument("--kernels", default="auto", help="evt kernel backends, comma-separated (auto, cupy, numba_cuda)")
+    p.add_argument("--kernels", default="auto",
+                   help="evt kernel backends, comma-separated (auto, cupy, numba_cuda), each optionally with "
+                        "its own options: cupy:a_mn_major_tma=True")
     p.add_argument("--dtypes", default="", help="override every workload's dtypes (float16,bfloat16,float32)")
     p.add_argument("--evt-options", default="", metavar="K=V,...",
                    help="kernel-backend options for the evt candidates, e.g. a_mn_major_tma=True,split_k=8")
@@ -104,8 +107,11 @@ def candidates(args, device):
         if device == "cuda":
             out.append(("torch.compile max-autotune (CUDA graphs)", lambda m: torch.compile(m, mode="max-autotune", dynamic=False)))
     kernels = ["numpy"] if device == "cpu" else args.kernels
-    for k in kernels:
-        opts = {} if k == "numpy" else args.evt_options
+    for spec in kernels:
+        # "cupy:a_mn_major_tma=True": per-candidate options (bench.run's spec syntax), on top of
+        # --evt-options, so a default and an opt-in candidate are timed in the same rounds
+        k, own = split_spec(spec)
+        opts = {} if k == "numpy" else {**args.evt_options, **own}
         tag = "".join(f", {n}={v!r}" for n, v in opts.items())
         out.append((f"evt ({k}{tag})", lambda m, k=k, o=opts: torch.compile(
             m, backend=et.backend(kernels=k, **o), dynamic=False)))

@@ -43,3 +43,27 @@ def test_runs_combine_into_one_table(tmp_path):
     rows = json.loads(out.with_suffix(".json").read_text())["rows"]
     assert [r["workload"] for r in rows] == ["mlp", "mlp", "xmlcnn", "xmlcnn"]
     assert "--workloads mlp" in out.read_text() and "--workloads xmlcnn" in out.read_text()
+
+
+def test_kernel_specs_carry_their_own_options(monkeypatch):
+    """--kernels cupy,cupy:a_mn_major_tma=True: two evt candidates (each also with CUDA graphs),
+    the second with its option on top of --evt-options, named by their options."""
+    from bench import train
+    import evt_core.torch as et
+    seen = []
+    monkeypatch.setattr(et, "backend", lambda **kw: seen.append(kw) or (lambda gm, ex: gm))
+    args = train.parse_args(["--kernels", "cupy,cupy:a_mn_major_tma=True", "--evt-options", "fast_math=False",
+                             "--no-inductor"])
+    names = [n for n, make in train.candidates(args, "cuda")]
+    assert names == ["eager", "evt (cupy, fast_math=False)", "evt (cupy, fast_math=False, CUDA graphs)",
+                     "evt (cupy, fast_math=False, a_mn_major_tma=True)",
+                     "evt (cupy, fast_math=False, a_mn_major_tma=True, CUDA graphs)"]
+    for name, make in train.candidates(args, "cuda")[1:]:
+        make(torch_module())
+    assert seen[2] == {"kernels": "cupy", "fast_math": False, "a_mn_major_tma": True}
+    assert seen[3] == {"kernels": "cupy", "cudagraphs": True, "fast_math": False, "a_mn_major_tma": True}
+
+
+def torch_module():
+    import torch
+    return torch.nn.Linear(2, 2)
