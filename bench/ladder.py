@@ -173,11 +173,17 @@ _nvmath_dgelu_bgrad = _nvmath_matmul(
 def _cutlass_dsl_path():
     """The CuTe DSL puts its `cutlass` package on sys.path from a .pth file, which only site
     directories run: with the wheels installed into a plain --target folder on PYTHONPATH,
-    `import cutlass` fails unless its folder is added here."""
+    `import cutlass` fails, or finds another package of that name (CUTLASS's older Python
+    interface), unless the DSL's folder goes first."""
     import importlib.util
-    if importlib.util.find_spec("cutlass") is None and importlib.util.find_spec("nvidia_cutlass_dsl"):
-        import nvidia_cutlass_dsl
-        sys.path.insert(0, os.path.join(nvidia_cutlass_dsl.__path__[0], "dsl_packages"))
+    if importlib.util.find_spec("nvidia_cutlass_dsl") is None:
+        return
+    import nvidia_cutlass_dsl
+    path = os.path.join(list(nvidia_cutlass_dsl.__path__)[0], "dsl_packages")
+    if path not in sys.path:
+        sys.path.insert(0, path)
+        for name in [m for m in sys.modules if m == "cutlass" or m.startswith("cutlass.")]:
+            del sys.modules[name]         # an already imported namesake would shadow the DSL
 
 
 def _quack(what):

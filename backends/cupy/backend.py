@@ -26,8 +26,8 @@ class CupyBackend(Backend):
     options = {"mainloop": "auto", "deterministic": False, "autotune": True, "tile": None,
                "aux_tma": True, "tma_store_all": True, "fast_math": "auto",
                # an M-major A (a weight gradient's transposed activations) loaded by TMA and fed to
-               # wgmma transposed; off until it has run on a GPU (such an A takes scalar loads)
-               "a_mn_major_tma": False,
+               # wgmma transposed (False: such an A takes the scalar sm80 loader)
+               "a_mn_major_tma": True,
                # sm90 cooperative: split K over this many CTAs per output tile, for few-tile,
                # long-K GEMMs (weight gradients over many rows); 1 until it has run on a GPU
                "split_k": 1}

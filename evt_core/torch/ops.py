@@ -152,21 +152,36 @@ def _run(key, A, B, inputs, scalars):
             results.append(t)
         return results
     kernel = e.kernel(A.device.type)
-    if kernel.backend == "cupy" and not e.options.get("a_mn_major_tma"):
+    if kernel.backend == "cupy" and not _tma_reads_m_major(A, e.options):
         A = k_contiguous(A)
     with _caller_stream(kernel.backend, A.device, torch):
         out = kernel(A, B, **tensors, **scal)
     return [out[name] for name in program.result_names]
 
 
+def _tma_reads_m_major(A, options):
+    """Whether cupy's sm90 kernel takes this A as it is: K-major A always; M-major A by TMA
+    panels (option a_mn_major_tma, on by default) when its K rows are 16-byte aligned (TMA's
+    rule). Off sm_90 such an A takes per-element loads, so it is copied there too."""
+    import torch
+    if A.shape[-1] <= 1 or A.stride(-1) == 1:
+        return True
+    if not options.get("a_mn_major_tma", True) or torch.cuda.get_device_capability(A.device)[0] != 9:
+        return False
+    row = A.stride(-1) * A.element_size()
+    batch = A.stride(0) * A.element_size() if A.dim() == 3 else 0
+    return A.stride(-2) == 1 and row % 16 == 0 and batch % 16 == 0 and A.data_ptr() % 16 == 0
+
+
 def k_contiguous(A):
-    """A with unit stride along K, for the cupy backend. Its fast mainloops (TMA on sm_90,
-    cp.async before it) read A in K-contiguous rows; an M-major A, which is what a weight
-    gradient's transposed activations are, falls back to per-element loads (the 4 fused
-    groups of a BERT-Large fp16 training step took 5.6 ms; 0.84 ms plus ~0.54 ms of copies
-    with it). The numba backend's tensor-core kernel reads both A layouts, so it gets A as
-    it is; so does cupy with its opt-in a_mn_major_tma path. The copy costs one read and one
-    write of A on the caller's stream, through torch's allocator (CUDA graphs capture it)."""
+    """A with unit stride along K, for the cupy backend where its fast mainloops cannot read A
+    as it is (`_tma_reads_m_major`). Per-element loads of an M-major A, which is what a weight
+    gradient's transposed activations are, made the 4 fused groups of a BERT-Large fp16
+    training step take 5.6 ms; 0.84 ms plus ~0.54 ms of copies with this copy; with sm90's TMA
+    panels instead, one ~100 µs copy per step fewer (bench/RESULTS-train.md, run 16). The numba
+    backend's tensor-core kernel reads both A layouts, so it gets A as it is. The copy costs one
+    read and one write of A on the caller's stream, through torch's allocator (CUDA graphs
+    capture it)."""
     return A if A.shape[-1] <= 1 or A.stride(-1) == 1 else A.contiguous()
 
 

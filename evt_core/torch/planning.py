@@ -110,9 +110,10 @@ def _group_kernel(g, k, grp, needed, trust, kernels, options, sms=None, device="
 
 # A GEMM whose output is a handful of tiles over a long K (the weight gradient of a layer
 # with many rows: K = the rows) keeps only a few SMs busy in a kernel that gives each output
-# tile to one CTA; cuBLAS splits K across CTAs there. The evt kernels have no split-K yet, so
-# such a group runs as torch ops: its GEMM output is written to memory either way, so only
-# the group's epilogue fusion is given up, against an order of magnitude on the mainloop
+# tile to one CTA; cuBLAS splits K across CTAs there. cupy's serial split-K (opt-in option
+# split_k) stays 1.4-1.8 × slower than cuBLAS on these shapes (docs/backend-cupy.md), so such
+# a group runs as torch ops: its GEMM output is written to memory either way, so only the
+# group's epilogue fusion is given up, against an order of magnitude on the mainloop
 # (measured: a 256×352 weight gradient over 736,392 rows took 73.8 ms fused against ~0.3 ms
 # for cuBLAS).
 _TILE = 128            # the smallest output tile edge of the GPU backends' Hopper kernels
@@ -127,7 +128,7 @@ def split_k_reason(m: int, n: int, k: int, batch: int, sms: int) -> str:
     if 2 * tiles >= sms or k < _LONG_K:
         return ""
     return (f"{m}×{n} (×{batch}) is {tiles} output tile(s) of {_TILE}×{_TILE} for {sms} SMs over K={k}: "
-            "evt kernels have no split-K yet, so cuBLAS (which splits K) runs this GEMM")
+            "the evt kernels' split-K is slower than cuBLAS's here, so cuBLAS runs this GEMM")
 
 
 def _gemm_extents(g, gg) -> tuple[int, int, int, int]:

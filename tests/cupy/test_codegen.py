@@ -9,6 +9,7 @@ import pytest
 from evt_core.tree.ops import Op
 
 from bench import programs as P
+from evt_backends.cupy.backend import CupyBackend
 from evt_backends.cupy.codegen.epilogue import arg_layout
 from evt_backends.cupy.codegen.plan import N_BROADCAST, N_GENERIC, N_UNIT, N_UNIT_PAIR, TileConfig
 from evt_backends.cupy.codegen.spelling import CUDA_SPELLING, float_literal
@@ -94,7 +95,8 @@ def test_m_major_a_takes_tma_only_with_its_option_and_aligned_rows():
     prog = P.bias_gelu()
     opts = {"mainloop": "auto", "deterministic": False}
     mmajor = _bound(256, 256, 64, (0, 1, 256), (0, 256, 1))          # A = X.T, X (K, M) row-major
-    off = decide_spec(prog, mmajor, opts, (9, 0))
+    assert CupyBackend.options["a_mn_major_tma"] is True              # the default
+    off = decide_spec(prog, mmajor, dict(opts, a_mn_major_tma=False), (9, 0))
     assert (off.mainloop, off.a_load, off.a_kmajor) == ("sm80", "scalar", True)
     on = decide_spec(prog, mmajor, dict(opts, a_mn_major_tma=True), (9, 0))
     assert (on.mainloop, on.a_load, on.a_kmajor) == ("sm90", "tma", False)

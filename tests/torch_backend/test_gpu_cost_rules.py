@@ -1,6 +1,6 @@
 """The torch executor's GPU cost rules: few-tile, long-K GEMMs (weight gradients over many
-rows) stay out of evt kernels, which have no split-K (refused and kept shapes, K read through
-the A operand's permutation); an M-major A is copied K-contiguous before a GPU kernel."""
+rows) stay out of evt kernels, whose split-K (opt-in) is slower than cuBLAS there (refused and kept shapes, K read through
+the A operand's permutation); an M-major A is copied K-contiguous before a cupy kernel unless its TMA path reads it."""
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -46,3 +46,16 @@ def test_an_m_major_a_is_copied_k_contiguous_and_a_k_major_one_is_not():
     assert k_contiguous(x) is x
     b = torch.randn(3, 16, 8).transpose(1, 2)      # batched, M-major
     assert k_contiguous(b).stride(-1) == 1 and torch.equal(k_contiguous(b), b)
+
+
+@pytest.mark.parametrize("cc,m,option,expected", [((9, 0), 256, True, True), ((9, 0), 256, False, False),
+                                                  ((8, 0), 256, True, False), ((9, 0), 250, True, False)])
+def test_cupy_reads_an_m_major_a_as_it_is_only_where_tma_can(monkeypatch, cc, m, option, expected):
+    """sm_90 with a_mn_major_tma (the default) and 16-byte aligned K rows: no copy; otherwise
+    (the option off, another GPU, M % 8 != 0 for 16-bit data) the copy is made."""
+    from evt_core.torch import ops
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: cc)
+    a = torch.zeros(64, m, dtype=torch.float16).t()            # (m, 64), unit stride along M
+    assert ops._tma_reads_m_major(a, {"a_mn_major_tma": option}) is expected
+    assert ops._tma_reads_m_major(a, {}) is (cc == (9, 0) and m % 8 == 0)
+    assert ops._tma_reads_m_major(torch.zeros(m, 64, dtype=torch.float16), {"a_mn_major_tma": option})
