@@ -1,0 +1,76 @@
+"""`python3 -m bench.numba_build_time`: how long the numba backend takes to build a new kernel
+and to find it again, on the CPU (no GPU needed: numba -> PTX -> nvJitLink cubin for sm_90).
+
+For W0 (D = acc) and W1-W4 (bench/programs.py), fp16, the default tensor-core kernel
+(mma.sync, fast mainloop) and the sm_90a kernel (opt-in `sm90=True`):
+  * build: a fresh compile into an empty cache, split into numba's front end + NVVM
+    (`cuda.compile_ptx`) and the link (nvJitLink, PTX -> cubin);
+  * disk hit: the same key again after the in-memory table is cleared (what a new process
+    pays), median of 5.
+The first call of a kernel on a GPU adds the module load (about a millisecond) to the build.
+Issue targets: first call <= 2 s, cache hit <= 5 ms. Prints a markdown table."""
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+
+_PROGRAMS = ("identity", "w1_forward", "w2_backward", "w3_softmax_stats", "w4_layernorm_stats")
+
+
+def _sources(p):
+    """(variant name, generated body, params, sm90a) for the default and the sm_90a kernel."""
+    from evt_backends.numba_cuda.codegen.abi import main_params
+    from evt_backends.numba_cuda.codegen.mainloop_mma import mma_source
+    from evt_backends.numba_cuda.codegen.mainloop_sm90 import module_prelude, sm90_params, sm90_source
+    yield "mma.sync", mma_source(p, "float16", True, False, False, fast_mainloop=True), main_params(p), False
+    yield "sm_90a", module_prelude("float16", False) + "\n" + sm90_source(p, "float16", False, False, False, False), \
+        sm90_params(p), True
+
+
+def _time_build(nb, key, body, params, sm90a):
+    """Seconds of a fresh build: (total, numba front end + NVVM, link). The link is timed once
+    more on its own from the built PTX (nvJitLink is deterministic); the front end is the rest."""
+    t = time.perf_counter()
+    built = nb.build(key, body, "evt_kernel", params, sm90a=sm90a)
+    total = time.perf_counter() - t
+    t = time.perf_counter()
+    if not sm90a:
+        nb._link(built.ptx, (9, 0), built.source)
+    link = time.perf_counter() - t if not sm90a else float("nan")
+    return total, total - link if not sm90a else float("nan"), link
+
+
+def _time_hit(nb, key, body, params, sm90a):
+    times = []
+    for _ in range(5):
+        nb._memory.clear()
+        t = time.perf_counter()
+        nb.build(key, body, "evt_kernel", params, sm90a=sm90a)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def main():
+    os.environ["EVT_CACHE_DIR"] = tempfile.mkdtemp(prefix="evt-build-time-")
+    from bench import programs as P
+    from evt_backends.numba_cuda.runtime import build as nb
+    import numba.cuda  # noqa: F401  (its import is not a kernel's build time)
+    print(f"numba build times, {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, cache in a fresh folder\n")
+    print("| program | kernel | build s | front end + NVVM s | link s | disk hit ms |")
+    print("|---|---|---:|---:|---:|---:|")
+    for name in _PROGRAMS:
+        p = getattr(P, name)()
+        for variant, body, params, sm90a in _sources(p):
+            key = nb.cache_key("build-time", name, variant, body)
+            total, front, link = _time_build(nb, key, body, params, sm90a)
+            hit = _time_hit(nb, key, body, params, sm90a)
+            cell = (lambda x: "–" if x != x else f"{x:.2f}")
+            print(f"| {name} | {variant} | {total:.2f} | {cell(front)} | {cell(link)} | {hit * 1e3:.1f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
