@@ -207,6 +207,54 @@ def _producer(program, spec, cfg, off, bm, a_load, b_loads):
   }} else {{"""
 
 
+def _b_operand(spec, BN):
+    """(the producer's TMA loads of one B stage, the consumer's wgmma descriptor of B at k16 step k)."""
+    if spec.b_kmajor:
+        return (_tma_load("tmB", spec.b_batched, "sb", "k0", "n0", "fb"),
+                "evt_wgmma_desc(sb + 32 * k, 16, 1024)")
+    # (K, N) row-major: 64-column panels of 64 K rows, 8 KB apart
+    return (f"for (int p = 0; p < {BN // 64}; ++p) "
+            + _tma_load("tmB", spec.b_batched, "sb + p * 8192", "n0 + 64 * p", "k0", "fb"),
+            "evt_wgmma_desc(sb + 2048 * k, 8192, 1024)")
+
+
+def _column_loop(program, spec, fm, red_layout, staged, nt, BN, row0, buf, panel_index=None):
+    """A consumer's epilogue over one 64-row fragment (rows from `row0`), 8 columns at a time.
+    Staged (TMA-stored outputs): 64 x 64 panels through a double buffer (the warpgroup's 16 KB
+    of staging per output), each panel waiting only for the store issued two panels earlier,
+    across tiles too. `buf` is the panel counter that picks the buffer: the column panel `c`,
+    or (ping-pong, several fragments per tile) `g`, defined as `panel_index`."""
+    if not staged:
+        return f"""  #pragma unroll
+  for (int j = 0; j < {BN // 8}; ++j) {{
+    const int n = n0 + 8 * j + 2 * q;
+{column_group_body(program, fm, red_layout)}
+  }}"""
+    store_fn = "\n      ".join(_store(program, spec, o, "n0 + 64 * c", row0,
+                                     f"stg_s + (({buf} & 1) * {nt} + {o}) * 8192") for o in range(nt))
+    counter = f"\n    const int {buf} = {panel_index};" if panel_index else ""
+    return f"""  #pragma unroll
+  for (int c = 0; c < {BN // 64}; ++c) {{        // 64 x 64 panels, staging double-buffered{counter}
+    if (tid == 0) evt_bulk_wait_read1();     // the store that last read this buffer is done
+    evt_named_bar(1 + wg, 128);
+    const u32 stgb_s = stg_s + ({buf} & 1) * {nt * 8192};
+{col_run_begin(program, 8)}
+    #pragma unroll
+    for (int jj = 0; jj < 8; ++jj) {{
+      const int j = c * 8 + jj;
+      const int n = n0 + 8 * j + 2 * q;
+{column_group_body(program, fm, red_layout, group="jj")}
+    }}
+{col_run_end(program, fm, red_layout, 8, "c * 8")}
+    evt_fence_async_smem();                   // st.shared -> visible to the TMA (async proxy)
+    evt_named_bar(1 + wg, 128);
+    if (tid == 0) {{
+      {store_fn}
+      evt_bulk_commit();
+    }}
+  }}"""
+
+
 def generate(program, spec, cfg):
     """CUDA C++ source of the sm90a kernel `evt_main` plus evt_init/evt_finish."""
     if cfg.pingpong:
@@ -221,47 +269,9 @@ def generate(program, spec, cfg):
     stg_bytes = staging_bytes(cfg, nt)
     aux_wait, aux_release = _aux_consumer(spec, cfg, off)
     vec_pre, vec_stage = _tile_vectors(program, spec, cfg, off, "m0 + 64 * wg", 64, staged)
-    if spec.b_kmajor:
-        b_loads = _tma_load("tmB", spec.b_batched, "sb", "k0", "n0", "fb")
-        b_desc = "evt_wgmma_desc(sb + 32 * k, 16, 1024)"
-    else:   # (K, N) row-major: 64-column panels of 64 K rows, 8 KB apart
-        b_loads = (f"for (int p = 0; p < {BN // 64}; ++p) "
-                   + _tma_load("tmB", spec.b_batched, "sb + p * 8192", "n0 + 64 * p", "k0", "fb"))
-        b_desc = "evt_wgmma_desc(sb + 2048 * k, 8192, 1024)"
+    b_loads, b_desc = _b_operand(spec, BN)
     a_load = _a_loads(spec, 128)
-    store_fn = "\n      ".join(_store(program, spec, o, "n0 + 64 * c", "m0 + 64 * wg",
-                                     f"stg_s + ((c & 1) * {nt} + {o}) * 8192") for o in range(nt))
-    body = column_group_body(program, fm, red_layout)
-    if staged:
-        # 64 x 64 panels through a double buffer (the warpgroup's 16 KB of staging per output):
-        # a panel waits only for the store issued two panels ago, across tiles too
-        body = column_group_body(program, fm, red_layout, group="jj")
-        epi_loop = f"""  #pragma unroll
-  for (int c = 0; c < {BN // 64}; ++c) {{
-    if (tid == 0) evt_bulk_wait_read1();     // the store that last read this buffer is done
-    evt_named_bar(1 + wg, 128);
-    const u32 stgb_s = stg_s + (c & 1) * {nt * 8192};
-{col_run_begin(program, 8)}
-    #pragma unroll
-    for (int jj = 0; jj < 8; ++jj) {{
-      const int j = c * 8 + jj;
-      const int n = n0 + 8 * j + 2 * q;
-{body}
-    }}
-{col_run_end(program, fm, red_layout, 8, "c * 8")}
-    evt_fence_async_smem();                   // st.shared -> visible to the TMA (async proxy)
-    evt_named_bar(1 + wg, 128);
-    if (tid == 0) {{
-      {store_fn}
-      evt_bulk_commit();
-    }}
-  }}"""
-    else:
-        epi_loop = f"""  #pragma unroll
-  for (int j = 0; j < {BN // 8}; ++j) {{
-    const int n = n0 + 8 * j + 2 * q;
-{body}
-  }}"""
+    epi_loop = _column_loop(program, spec, fm, red_layout, staged, nt, BN, row0="m0 + 64 * wg", buf="c")
     loop, k_first, k_limit = splitk.unit_loop(spec, BK, "    ")
     header = (f"// evt sm90a kernel: {spec.dtype}, tile {BM}x{BN}x{BK}, {S} stages, B "
               f"{'K-major' if spec.b_kmajor else 'N-major'}, TMA-stored outputs {tma_outputs(spec)}, "
@@ -338,46 +348,10 @@ def generate_pingpong(program, spec, cfg):
     half = BN // 2                      # fp32 accumulators per m-half per thread
     nacc = MH * half
     stg_bytes = staging_bytes(cfg, nt)
-    if spec.b_kmajor:
-        b_loads = _tma_load("tmB", spec.b_batched, "sb", "k0", "n0", "fb")
-        b_desc = "evt_wgmma_desc(sb + 32 * k, 16, 1024)"
-    else:
-        b_loads = (f"for (int p = 0; p < {BN // 64}; ++p) "
-                   + _tma_load("tmB", spec.b_batched, "sb + p * 8192", "n0 + 64 * p", "k0", "fb"))
-        b_desc = "evt_wgmma_desc(sb + 2048 * k, 8192, 1024)"
+    b_loads, b_desc = _b_operand(spec, BN)
     a_load = _a_loads(spec, BMp)
-    store_fn = "\n      ".join(_store(program, spec, o, "n0 + 64 * c", "m0 + 64 * h",
-                                     f"stg_s + ((g & 1) * {nt} + {o}) * 8192") for o in range(nt))
-    body = column_group_body(program, fm, red_layout)
-    if staged:
-        body = column_group_body(program, fm, red_layout, group="jj")
-        cols = f"""  #pragma unroll
-  for (int c = 0; c < {BN // 64}; ++c) {{        // 64 x 64 panels, staging double-buffered
-    const int g = h * {BN // 64} + c;
-    if (tid == 0) evt_bulk_wait_read1();     // the store that last read this buffer is done
-    evt_named_bar(1 + wg, 128);
-    const u32 stgb_s = stg_s + (g & 1) * {nt * 8192};
-{col_run_begin(program, 8)}
-    #pragma unroll
-    for (int jj = 0; jj < 8; ++jj) {{
-      const int j = c * 8 + jj;
-      const int n = n0 + 8 * j + 2 * q;
-{body}
-    }}
-{col_run_end(program, fm, red_layout, 8, "c * 8")}
-    evt_fence_async_smem();                   // st.shared -> visible to the TMA (async proxy)
-    evt_named_bar(1 + wg, 128);
-    if (tid == 0) {{
-      {store_fn}
-      evt_bulk_commit();
-    }}
-  }}"""
-    else:
-        cols = f"""  #pragma unroll
-  for (int j = 0; j < {BN // 8}; ++j) {{
-    const int n = n0 + 8 * j + 2 * q;
-{body}
-  }}"""
+    cols = _column_loop(program, spec, fm, red_layout, staged, nt, BN, row0="m0 + 64 * h", buf="g",
+                        panel_index=f"h * {BN // 64} + c")
     epi_loop = f"""  #pragma unroll
   for (int h = 0; h < {MH}; ++h) {{             // one m64 fragment at a time
 {declare_partials(program, fm)}
