@@ -36,7 +36,7 @@ from .lns import improve_lns
 from .memo import Memo
 from .packing import pack_bound
 from .precede import blocked_groups
-from .state import Solution, State, cost_of, in_edge_charge, split_connected
+from .state import Solution, State, cost_of, in_edge_split, split_connected
 
 
 class _Timeout(Exception):
@@ -130,9 +130,10 @@ class _Search:
         return self.total_in[v] - keep
 
     def bound(self, k: int) -> tuple[int, list]:
-        """(per-node bound, undecided edges it did not charge). Invariant: the bound counts
-        only in-edges of nodes >= k, and every such node with a positive term has all its
-        in-edges charged, so the path packing over the uncharged ones adds to it. Side effect:
+        """(per-node bound, undecided edge capacity it did not use). Invariant: the bound
+        counts only in-edges of nodes >= k, as star packings around each node or its static
+        loss (`in_edge_split`), and the returned (u, v, bytes) capacity is what those leave
+        unused, so the path packing over it adds to the bound. Side effect:
         self.blocked = blocked_groups(p, st, k), which the packing reuses."""
         st, forbid, lb = self.st, self.p.forbid, 0
         self.blocked = blocked = blocked_groups(self.p, st, k)
@@ -140,11 +141,10 @@ class _Search:
         for v in range(k, self.p.size):
             if not st.in_w[v]:
                 continue
-            L = in_edge_charge(st, v, forbid[v], self.total_in[v], self.static_loss[v], blocked[v])
-            if L > 0:
-                lb += L
-            else:
-                und.extend((u, v, w) for u, w in st.in_w[v])
+            L, spare = in_edge_split(st, v, forbid[v], self.total_in[v], self.static_loss[v],
+                                     blocked[v])
+            lb += L
+            und.extend((u, v, w) for u, w in spare)
         return lb, und
 
     def rec(self, k: int, cost: int) -> None:
