@@ -65,7 +65,7 @@ def solve_bnb(p: Problem, time_limit: float | None = None) -> Solution:
 # most LNS_MAX_S) is spent, then the search runs to the end: it proves a good incumbent far
 # faster than it finds one (random n=200 seed=1: 1.5 s from the optimum, 13.5 s from the
 # local-search plan).
-LNS_MIN_SIZE, LNS_PATIENCE, LNS_SHARE, LNS_MAX_S = 100, 40, 0.2, 2.0
+LNS_MIN_SIZE, LNS_PATIENCE, LNS_SHARE, LNS_MAX_S = 100, 10, 0.2, 2.0
 
 
 def _phases(search, time_limit) -> bool:
