@@ -18,6 +18,8 @@ cycle (outside groups are incumbent groups; a cycle only through window nodes of
 a cycle of the original DAG)."""
 from __future__ import annotations
 
+import heapq
+
 from ..problem import Problem, bits
 
 
@@ -82,7 +84,6 @@ def _topological(p: Problem, items: list[tuple[int, ...]]) -> list[tuple[int, ..
             if a != b and b not in succ[a]:
                 succ[a].add(b)
                 indeg[b] += 1
-    import heapq
     ready = [(min(items[i]), i) for i in range(len(items)) if indeg[i] == 0]
     heapq.heapify(ready)
     out = []

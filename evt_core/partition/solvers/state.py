@@ -99,19 +99,14 @@ def split_connected(p: Problem, groups) -> list[tuple[int, ...]]:
     return out
 
 
-def in_edge_charge(st: "State", v: int, forbid_v: int, total_in: int, static_loss: int,
-                   blocked_v: int = 0) -> int:
-    """The bytes of v's in-edges that are cut whichever group v joins: all of them but the
-    heaviest share from one placed group v may join (not forbidden with v, not in the mask
-    `blocked_v` of groups acyclicity bars it from) and those from still unplaced nodes, and at
-    least `static_loss`. Invariant: a lower bound on v's in-edge cut in every completion."""
-    return in_edge_split(st, v, forbid_v, total_in, static_loss, blocked_v)[0]
-
-
 def in_edge_split(st: "State", v: int, forbid_v: int, total_in: int, static_loss: int,
                   blocked_v: int = 0) -> tuple[int, list]:
-    """(in_edge_charge, spare): spare is v's in-edge capacity the charge leaves unused, as
-    (u, bytes) pairs, for the path packing. Why it may be reused: when the charge is
+    """(charge, spare). charge: the bytes of v's in-edges that are cut whichever group v joins:
+    all of them but the heaviest share from one placed group v may join (not forbidden with v,
+    not in the mask `blocked_v` of groups acyclicity bars it from) and those from still
+    unplaced nodes, and at least `static_loss`. Invariant: a lower bound on v's in-edge cut in
+    every completion. spare: v's in-edge capacity the charge leaves unused, as (u, bytes)
+    pairs, for the path packing. Why it may be reused: when the charge is
     total - best - free, it is a packing of stars centred on v (two joinable groups conflict,
     v conflicts with a group it may not join) that uses every in-edge of v fully except the
     free ones (unplaced producers) and `best - second` bytes of the best group's, where
