@@ -61,8 +61,9 @@ def contract(p: Problem, groups, win: int) -> tuple[Problem, list[tuple[int, ...
             fixed += w
         else:
             weight[(a, b)] = weight.get((a, b), 0) + w
-    sub = Problem(tuple(str(i) for i in range(n)), tuple((a, b, w) for (a, b), w in sorted(weight.items())),
-                  fixed, tuple(forbid), tuple(tuple(sorted(o)) for o in order))
+    edges = tuple((a, b, w) for (a, b), w in sorted(weight.items()))
+    sub = Problem(tuple(str(i) for i in range(n)), edges, fixed, tuple(forbid),
+                  tuple(tuple(sorted(o)) for o in order))
     inc = [tuple(sorted({where[v] for v in g})) for g in groups]
     return sub, items, inc
 
