@@ -12,7 +12,6 @@ from .cache import SolutionCache
 from .cost import plan_cost
 from .errors import check
 from .graph import Graph
-from .legality import _quotient_cycle
 from .plan import Plan, SolveStats
 from .problem import decompose, make_problem
 from .solvers.bnb import solve_bnb
@@ -45,7 +44,7 @@ def partition(g: Graph, solver: str = "bnb", time_limit: float | None = None,
             if comp not in solved:
                 solved[comp] = _solve_component(g, d, comp, SOLVERS[solver], cache, deadline, stats)
         groups = [grp for comp in comps for grp in solved[comp][0]]
-        cyc = set(_quotient_cycle(g, groups, {n: k for k, grp in enumerate(groups) for n in grp}))
+        cyc = _on_cycles(g, groups)
         if not cyc:
             break
         merged = tuple(sorted(i for c in comps if any(d.reach.names[i] in cyc for i in c) for i in c))
@@ -90,6 +89,29 @@ def _solve_component(g, d, comp, solve, cache, deadline, stats):
     if cache is not None and sol.optimal:
         cache.put(p, sol.groups)
     return [[p.names[i] for i in grp] for grp in sol.groups], sol.optimal
+
+
+def _on_cycles(g: Graph, groups) -> set[str]:
+    """Nodes of the groups that lie on a cycle of the quotient graph (empty iff acyclic).
+    Only these need merging: `legality._quotient_cycle` also names every group downstream of
+    a cycle, which on random n=250 seed=1 merged 17 components (225 nodes) where 2 suffice."""
+    where = {n: k for k, grp in enumerate(groups) for n in grp}
+    succ = [set() for _ in groups]
+    for n, k in where.items():
+        for u in g.nodes[n].inputs:
+            if u in where and where[u] != k:
+                succ[where[u]].add(k)
+    out = set()
+    for k, grp in enumerate(groups):
+        seen, todo = set(), list(succ[k])
+        while todo and k not in seen:
+            x = todo.pop()
+            if x not in seen:
+                seen.add(x)
+                todo.extend(succ[x])
+        if k in seen:
+            out.update(grp)
+    return out
 
 
 def _executable_order(g: Graph, groups) -> list[list[str]]:

@@ -1,5 +1,6 @@
-"""Window re-solving (solvers/lns.py): every plan it keeps is legal and no worse, a window
-never loses the incumbent, and the phased search still proves the optimum."""
+"""Window re-solving (solvers/lns.py, contract.py): every plan it keeps is legal and no worse,
+a window never loses the incumbent, contraction keeps costs, and the phased search still
+proves the optimum."""
 import random
 import time
 
@@ -47,11 +48,45 @@ def test_group_window_holds_whole_groups(seed):
 
 
 def test_phased_search_proves_the_same_optimum(monkeypatch):
-    # Force the phases (first search, windows, resumed search) onto a problem bnb proves.
+    # Force the phases (windows, then the search) onto a problem bnb proves.
     g = random_graph(random.Random(7), 40)
     plain = P.partition(g, cache=None)
     monkeypatch.setattr(bnb, "LNS_MIN_SIZE", 2)
-    monkeypatch.setattr(bnb, "FIRST_NODES", 5)
     phased = P.partition(g, cache=None)
+    phased.check()
+    assert phased.optimal and plain.optimal and phased.cost == plain.cost
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_contracted_window_plans_expand_to_legal_plans_of_equal_cost(seed):
+    # Every legal plan of the contracted problem (brute force) is a legal plan of the whole
+    # problem at the same cost, and the incumbent is one of them.
+    from evt_core.partition.exhaustive import set_partitions
+    from evt_core.partition.solvers.contract import contract, expand
+    rng = random.Random(700 + seed)
+    for p in problems(random_graph(rng, rng.randint(10, 30))):
+        groups = solve_greedy(p).groups
+        search = bnb._Search(p, groups, cost_of(p, groups), None)
+        win = group_window(p, search.adj, labels(p, groups), rng.randrange(p.size), 4, rng)
+        sub, items, inc = contract(p, groups, win)
+        assert cost_of(sub, inc) == cost_of(p, groups)
+        assert sorted(v for it in items for v in it) == list(range(p.size))
+        if sub.size > 8:
+            continue
+        for part in set_partitions(list(range(sub.size))):
+            if legal(sub, labels(sub, part)):
+                full = expand(items, part)
+                assert legal(p, labels(p, full)), (seed, part)
+                assert cost_of(p, full) == cost_of(sub, part)
+
+
+def test_search_resumed_after_late_windows_proves_the_same_optimum(monkeypatch):
+    # A first search cut short at once (SEARCH_SHARE ~ 0) goes through the late windows and
+    # resumes with its memo; the proof and the cost must not change.
+    g = random_graph(random.Random(7), 40)
+    plain = P.partition(g, cache=None)
+    monkeypatch.setattr(bnb, "LNS_MIN_SIZE", 2)
+    monkeypatch.setattr(bnb, "SEARCH_SHARE", 1e-9)
+    phased = P.partition(g, cache=None, time_limit=60)
     phased.check()
     assert phased.optimal and plain.optimal and phased.cost == plain.cost

@@ -18,10 +18,10 @@ set partition is visited once (groups are named by their first member). Pruning:
   forbidden future nodes and reachability) are searched once per cost level.
 
 The incumbent is the greedy plan improved by local search (`local.py`); every new leaf is
-improved the same way. On problems of LNS_MIN_SIZE+ nodes that a first plain search does not
-settle, windows of the incumbent are re-solved exactly (`lns.py`) before the search resumes. Children are bounded first and searched cheapest (cost + bound)
-first, below the incumbent. (Iterative deepening from the root bound, tried before, proved
-the same plans 2-10x slower on the benchmark's medium graphs: each round re-searches the
+improved the same way. On problems of LNS_MIN_SIZE+ nodes, windows of the incumbent are
+first re-solved exactly (`lns.py`). Children are bounded first and searched cheapest (cost +
+bound) first, below the incumbent. (Iterative deepening from the root bound, tried before,
+proved the same plans 2-10x slower on the benchmark's medium graphs: each round re-searches the
 tree, and the memo recovers only part of it.)"""
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ from .lns import improve_lns
 from .memo import Memo
 from .packing import pack_bound
 from .precede import blocked_groups
-from .state import Solution, State, cost_of, in_edge_charge, split_connected
+from .state import Solution, State, cost_of, in_edge_split, split_connected
 
 
 class _Timeout(Exception):
@@ -59,40 +59,39 @@ def solve_bnb(p: Problem, time_limit: float | None = None) -> Solution:
     return Solution(tuple(groups), cost_of(p, groups), proved, search.explored, "bnb")
 
 
-# Problems below LNS_MIN_SIZE nodes are searched plainly to the end (on the medium graphs the
-# phases below cost more than they save: a 73-node problem proved in 8.6 s went past 10 s).
-# Larger ones: the plain search runs first, for FIRST_SHARE of the time limit (FIRST_NODES search nodes
-# without one), which settles every problem of the benchmark but the largest. Past it the
-# incumbent is improved by windows (lns.py) for LNS_SHARE of the limit (at most LNS_MAX_S),
-# and the search resumes to the end, its memo kept: memo entries are true lower bounds for the
-# whole solve, whatever the incumbent was when they were recorded.
-LNS_MIN_SIZE, FIRST_SHARE, FIRST_NODES, LNS_SHARE, LNS_MAX_S = 100, 0.4, 5000, 0.2, 2.0
+# Problems below LNS_MIN_SIZE nodes are searched plainly to the end (on the medium graphs
+# windows cost more than they save: medium-4, 73 nodes, 7.4 s plain, 8.4 s with them).
+# Larger ones first improve the incumbent by windows (lns.py) until LNS_PATIENCE windows in a
+# row bring nothing or LNS_SHARE of the limit (at most LNS_MAX_S) is spent, then search: it
+# proves a good incumbent far faster than it finds one (random n=200 seed=1: 1.5 s from the
+# optimum, 13.5 s from the local-search plan). A search still running after SEARCH_SHARE of
+# the time left stops for a second, more patient round of windows (LATE_PATIENCE) and
+# resumes with its memo, whose entries are lower bounds whatever the incumbent was: on the
+# unproved n=250 seed=1 that round found a cheaper plan (748672 B against 765056 B).
+LNS_MIN_SIZE, LNS_PATIENCE, LNS_SHARE, LNS_MAX_S = 100, 10, 0.2, 2.0
+SEARCH_SHARE, LATE_PATIENCE = 0.5, 60
 
 
 def _phases(search, time_limit) -> bool:
     """Run the search to a proof or the deadline; True iff proved."""
-    deadline = search.deadline
     if search.p.size < LNS_MIN_SIZE:
-        try:
-            search.rec(0, 0)
-            return True
-        except _Timeout:
-            return False
-    if deadline is None:
-        search.node_limit = FIRST_NODES
-    else:
-        search.deadline = min(deadline, time.perf_counter() + FIRST_SHARE * time_limit)
-    try:
-        search.rec(0, 0)
-        return True
-    except _Timeout:
-        search.st = State(search.p)                   # a timeout leaves the state mid-search
-    search.deadline, search.node_limit = deadline, None
-    if deadline is not None and time.perf_counter() >= deadline:
-        return False
+        return _search_until(search, search.deadline)
     span = LNS_MAX_S if time_limit is None else min(LNS_MAX_S, LNS_SHARE * time_limit)
-    end = time.perf_counter() + span
-    improve_lns(search, end if deadline is None else min(end, deadline))
+    improve_lns(search, time.perf_counter() + span, patience=LNS_PATIENCE)
+    deadline = search.deadline
+    if deadline is None:
+        return _search_until(search, None)
+    now = time.perf_counter()
+    if _search_until(search, now + SEARCH_SHARE * (deadline - now)):
+        return True
+    search.st = State(search.p)                       # a timeout leaves the state mid-search
+    improve_lns(search, min(time.perf_counter() + span, deadline), patience=LATE_PATIENCE, seed=1)
+    return _search_until(search, deadline)
+
+
+def _search_until(search, deadline) -> bool:
+    """Search from the root until done (True) or `deadline` (False)."""
+    search.deadline = deadline
     try:
         search.rec(0, 0)
         return True
@@ -130,9 +129,10 @@ class _Search:
         return self.total_in[v] - keep
 
     def bound(self, k: int) -> tuple[int, list]:
-        """(per-node bound, undecided edges it did not charge). Invariant: the bound counts
-        only in-edges of nodes >= k, and every such node with a positive term has all its
-        in-edges charged, so the path packing over the uncharged ones adds to it. Side effect:
+        """(per-node bound, undecided edge capacity it did not use). Invariant: the bound
+        counts only in-edges of nodes >= k, as star packings around each node or its static
+        loss (`in_edge_split`), and the returned (u, v, bytes) capacity is what those leave
+        unused, so the path packing over it adds to the bound. Side effect:
         self.blocked = blocked_groups(p, st, k), which the packing reuses."""
         st, forbid, lb = self.st, self.p.forbid, 0
         self.blocked = blocked = blocked_groups(self.p, st, k)
@@ -140,11 +140,10 @@ class _Search:
         for v in range(k, self.p.size):
             if not st.in_w[v]:
                 continue
-            L = in_edge_charge(st, v, forbid[v], self.total_in[v], self.static_loss[v], blocked[v])
-            if L > 0:
-                lb += L
-            else:
-                und.extend((u, v, w) for u, w in st.in_w[v])
+            L, spare = in_edge_split(st, v, forbid[v], self.total_in[v], self.static_loss[v],
+                                     blocked[v])
+            lb += L
+            und.extend((u, v, w) for u, w in spare)
         return lb, und
 
     def rec(self, k: int, cost: int) -> None:

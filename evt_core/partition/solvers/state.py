@@ -99,23 +99,42 @@ def split_connected(p: Problem, groups) -> list[tuple[int, ...]]:
     return out
 
 
-def in_edge_charge(st: "State", v: int, forbid_v: int, total_in: int, static_loss: int,
-                   blocked_v: int = 0) -> int:
-    """The bytes of v's in-edges that are cut whichever group v joins: all of them but the
-    heaviest share from one placed group v may join (not forbidden with v, not in the mask
-    `blocked_v` of groups acyclicity bars it from) and those from still unplaced nodes, and at
-    least `static_loss`. Invariant: a lower bound on v's in-edge cut in every completion."""
-    best, free, per = 0, 0, {}
+def in_edge_split(st: "State", v: int, forbid_v: int, total_in: int, static_loss: int,
+                  blocked_v: int = 0) -> tuple[int, list]:
+    """(charge, spare). charge: the bytes of v's in-edges that are cut whichever group v joins:
+    all of them but the heaviest share from one placed group v may join (not forbidden with v,
+    not in the mask `blocked_v` of groups acyclicity bars it from) and those from still
+    unplaced nodes, and at least `static_loss`. Invariant: a lower bound on v's in-edge cut in
+    every completion. spare: v's in-edge capacity the charge leaves unused, as (u, bytes)
+    pairs, for the path packing. Why it may be reused: when the charge is
+    total - best - free, it is a packing of stars centred on v (two joinable groups conflict,
+    v conflicts with a group it may not join) that uses every in-edge of v fully except the
+    free ones (unplaced producers) and `best - second` bytes of the best group's, where
+    `second` is the next joinable group's share; trees on disjoint capacity add up (packing.py).
+    When the static loss is larger the charge is no such packing: spare is empty."""
+    free, per, first, spare = 0, {}, {}, []
     for u, w in st.in_w[v]:
         s = st.grp[u]
         if s < 0:
             free += w
+            spare.append((u, w))
         else:
             per[s] = per.get(s, 0) + w
+            first.setdefault(s, u)
+    best = second = 0
+    top = -1
     for s, w in per.items():
-        if w > best and not forbid_v & st.members[s] and not blocked_v >> s & 1:
-            best = w
-    return max(total_in - best - free, static_loss)
+        if not forbid_v & st.members[s] and not blocked_v >> s & 1:
+            if w > best:
+                best, second, top = w, best, s
+            elif w > second:
+                second = w
+    charge = total_in - best - free
+    if charge < static_loss:
+        return static_loss, []
+    if best > second:
+        spare.append((first[top], best - second))
+    return charge, spare
 
 
 def cost_of(p: Problem, groups) -> int:
