@@ -15,6 +15,7 @@ from .graph import Graph
 from .plan import Plan, SolveStats
 from .problem import decompose, make_problem
 from .solvers.bnb import solve_bnb
+from .solvers.floors import Floors
 from .solvers.greedy import solve_greedy
 from .solvers.milp import solve_milp
 
@@ -39,15 +40,18 @@ def partition(g: Graph, solver: str = "bnb", time_limit: float | None = None,
     comps = [tuple(c) for c in d.components]
     stats = dict(nodes_explored=0, searched=0, cache_hits=0, merges=0)
     solved: dict[tuple[int, ...], tuple[list[list[str]], bool]] = {}
+    parts: dict[tuple[int, ...], list] = {}           # merged component -> the solved ones in it
     while True:
         for comp in comps:
             if comp not in solved:
-                solved[comp] = _solve_component(g, d, comp, SOLVERS[solver], cache, deadline, stats)
+                solved[comp] = _solve_component(g, d, comp, SOLVERS[solver], cache, deadline, stats,
+                                                parts.get(comp, ()), solved)
         groups = [grp for comp in comps for grp in solved[comp][0]]
         cyc = _on_cycles(g, groups)
         if not cyc:
             break
         merged = tuple(sorted(i for c in comps if any(d.reach.names[i] in cyc for i in c) for i in c))
+        parts[merged] = [c for c in comps if set(c) <= set(merged)]
         comps = [c for c in comps if not set(c) <= set(merged)] + [merged]
         stats["merges"] += 1
     optimal = all(solved[c][1] for c in comps)
@@ -73,7 +77,8 @@ def _check_arguments(g, solver, time_limit, cache) -> None:
           f"cache must be a SolutionCache, True (the shared one) or None/False, got {cache!r}", ("cache",))
 
 
-def _solve_component(g, d, comp, solve, cache, deadline, stats):
+def _solve_component(g, d, comp, solve, cache, deadline, stats, parts=(), solved=None):
+    """parts: the solved components merged into `comp` (bnb then bounds by their optima)."""
     names = [d.reach.names[i] for i in comp]
     if len(comp) == 1:
         return [names], True
@@ -83,12 +88,42 @@ def _solve_component(g, d, comp, solve, cache, deadline, stats):
         stats["cache_hits"] += 1
         return [[p.names[i] for i in grp] for grp in hit], True
     left = None if deadline is None else max(deadline - time.perf_counter(), 1e-3)
-    sol = solve(p, left)
+    fl = _floors(g, d, p, parts, solved) if parts and solve is solve_bnb else None
+    if fl is None:
+        sol = solve(p, left)
+    else:
+        local = {n: i for i, n in enumerate(p.names)}
+        seed = [tuple(local[n] for n in grp) for part in parts for grp in solved[part][0]]
+        sol = solve(p, left, floors=fl, seed=seed)
     stats["nodes_explored"] += sol.nodes_explored
     stats["searched"] += 1
     if cache is not None and sol.optimal:
         cache.put(p, sol.groups)
     return [[p.names[i] for i in grp] for grp in sol.groups], sol.optimal
+
+
+def _floors(g, d, p, parts, solved) -> Floors:
+    """Floors (solvers/floors.py) of merged problem p: per part X, its non-fixed edges in p
+    minus the bytes X's proved-optimal plan keeps internal (no legal plan of p keeps more
+    inside X, its restriction being legal for X's problem); 0 for an unproved part."""
+    local = {n: i for i, n in enumerate(p.names)}
+    label = [0] * p.size
+    for c, part in enumerate(parts):
+        for i in part:
+            label[local[d.reach.names[i]]] = c
+    nonfixed = [0] * len(parts)
+    for u, v, w in p.edges:
+        if label[u] == label[v]:
+            nonfixed[label[u]] += w
+    floor = []
+    for c, part in enumerate(parts):
+        groups, optimal = solved[part]
+        where = {n: k for k, grp in enumerate(groups) for n in grp}
+        kept = sum(g.edge_bytes(d.reach.names[u], d.reach.names[v]) for v in part
+                   for u in d.reach.preds[v]
+                   if d.reach.names[u] in where and where[d.reach.names[u]] == where[d.reach.names[v]])
+        floor.append(max(0, nonfixed[c] - kept) if optimal else 0)
+    return Floors(label, floor)
 
 
 def _on_cycles(g: Graph, groups) -> set[str]:

@@ -31,6 +31,7 @@ from itertools import combinations
 
 from ..problem import Problem, bits
 from .greedy import _groups, solve_greedy
+from .floors import break_cycles, floored_lower
 from .local import improve
 from .lns import improve_lns
 from .memo import Memo
@@ -43,12 +44,18 @@ class _Timeout(Exception):
     pass
 
 
-def solve_bnb(p: Problem, time_limit: float | None = None) -> Solution:
+def solve_bnb(p: Problem, time_limit: float | None = None, floors=None, seed=None) -> Solution:
+    """floors: a `floors.Floors` for a problem that merges solved components (driver); seed:
+    their plans' union (groups of p, maybe cyclic), a second incumbent once made legal."""
     inc = solve_greedy(p)
     if p.size <= 1:
         return Solution(inc.groups, inc.cost, True, 1, "bnb")
     groups = improve(p, inc.groups)
-    search = _Search(p, groups, cost_of(p, groups), time_limit)
+    if seed is not None:
+        other = improve(p, break_cycles(p, seed))
+        if cost_of(p, other) < cost_of(p, groups):
+            groups = other
+    search = _Search(p, groups, cost_of(p, groups), time_limit, floors)
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, 4 * p.size + 200))
     try:
@@ -85,6 +92,8 @@ def _phases(search, time_limit) -> bool:
     if _search_until(search, now + SEARCH_SHARE * (deadline - now)):
         return True
     search.st = State(search.p)                       # a timeout leaves the state mid-search
+    if search.floors is not None:
+        search.floors.cut = [0] * len(search.floors.cut)
     improve_lns(search, min(time.perf_counter() + span, deadline), patience=LATE_PATIENCE, seed=1)
     return _search_until(search, deadline)
 
@@ -100,7 +109,7 @@ def _search_until(search, deadline) -> bool:
 
 
 class _Search:
-    def __init__(self, p: Problem, groups, cost: int, time_limit):
+    def __init__(self, p: Problem, groups, cost: int, time_limit, floors=None):
         self.p, self.st = p, State(p)
         self.best_cost = cost - p.fixed_cost          # the search counts non-fixed bytes only
         self.best_groups = list(groups)
@@ -114,6 +123,13 @@ class _Search:
         self.static_loss = [self._static_loss(v) for v in range(p.size)]
         self.memo = Memo(p, self.adj)
         self.node_limit = None                        # stop (as on timeout) past this many nodes
+        self.gforbid: dict = {}                       # packing's group-forbid cache (packing.py)
+        self.floors = floors                          # floors.Floors of a merged problem, or None
+
+    def _charge(self, v: int, w: int) -> None:
+        """Keep floors.cut == the bytes cut so far per component (w < 0 undoes)."""
+        if self.floors is not None:
+            self.floors.add(v, w)
 
     def _static_loss(self, v: int) -> int:
         """In-bytes of v cut in any plan: v keeps at most a pairwise-compatible producer set."""
@@ -146,6 +162,21 @@ class _Search:
             und.extend((u, v, w) for u, w in spare)
         return lb, und
 
+    def node_charges(self, k: int):
+        """(v, charge, spare (u, v, bytes) capacity) per unplaced node v with in-edges: the
+        terms of `bound`, per node, so `floors` can sum them per component (a copy of
+        bound's loop, kept apart so the plain search pays nothing for it)."""
+        st, forbid = self.st, self.p.forbid
+        self.blocked = blocked = blocked_groups(self.p, st, k)
+        out = []
+        for v in range(k, self.p.size):
+            if not st.in_w[v]:
+                continue
+            L, spare = in_edge_split(st, v, forbid[v], self.total_in[v], self.static_loss[v],
+                                     blocked[v])
+            out.append((v, L, [(u, v, w) for u, w in spare]))
+        return out
+
     def rec(self, k: int, cost: int) -> None:
         """Search the state at depth k (nodes < k placed) entered at cost `cost`."""
         self._tick()
@@ -168,12 +199,14 @@ class _Search:
         """A lower bound on the future cost of the current state; once it reaches the room
         left under the threshold the packing stops (any value >= room prunes)."""
         st = self.st
+        if self.floors is not None:
+            return floored_lower(self, k, cost)
         lb, und = self.bound(k)
         room = self.best_cost - cost - lb             # bytes the packing must find to prune
         if room <= 0:
             return lb
         return lb + pack_bound(self.p.size, und, st.grp, st.members, self.p.forbid, k, room,
-                               self.blocked)
+                               self.blocked, self.gforbid)
 
     def _expand(self, k: int, cost: int) -> None:
         """Leaf, or branch on node k's group. Children are bounded first and searched in
@@ -191,6 +224,7 @@ class _Search:
                 continue
             c = cost + self.total_in[k] - gains.get(s, 0)
             token = st.join(k, s)
+            self._charge(k, c - cost)
             self._tick()
             pruned, key = self.memo.lookup(k + 1, c, self.best_cost, st.grp, st.members, st.reach)
             if not pruned:
@@ -199,12 +233,15 @@ class _Search:
                     self.memo.record(key, self.best_cost - c)
                 else:
                     kids.append((est, rank, s, c, key))
+            self._charge(k, cost - c)
             st.undo(token)
         kids.sort()
         for est, _, s, c, key in kids:
             if est < self.best_cost and not self.memo.prunes(key, c, self.best_cost):
                 token = st.join(k, s)
+                self._charge(k, c - cost)
                 self._expand(k + 1, c)
+                self._charge(k, cost - c)
                 st.undo(token)
             self.memo.record(key, self.best_cost - c)
 

@@ -22,11 +22,13 @@ from ..problem import bits
 
 
 def pack_bound(n: int, undecided, grp, members, forbid, k: int, need: int | None = None,
-               blocked=None) -> int:
+               blocked=None, gforbid: dict | None = None) -> int:
     """undecided: (u, v, w) edges with v >= k (v unplaced, u placed iff u < k, grp[u] >= 0).
     Vertices are unplaced nodes v (id v) and placed groups s (id n + s). Stops early once the
     bound reaches `need` (the caller only asks "does it prune?"). blocked[x]: placed groups
-    unplaced x can never join (acyclicity, `precede.blocked_groups`); more conflicts."""
+    unplaced x can never join (acyclicity, `precede.blocked_groups`); more conflicts.
+    gforbid: a cache {members mask: OR of its members' forbid masks} for this `forbid`
+    (one problem per cache), kept by the caller across calls."""
     adj: dict[int, list] = {}
     cap, ends = [], []                           # ends[e]: xor of edge e's two vertex ids
     for u, v, w in undecided:
@@ -37,7 +39,7 @@ def pack_bound(n: int, undecided, grp, members, forbid, k: int, need: int | None
         adj.setdefault(x, []).append((v, e))
         adj.setdefault(v, []).append((x, e))
     total, length = 0, 1
-    active = _conflicts(n, adj, members, forbid, blocked, k)
+    active = _conflicts(n, adj, members, forbid, blocked, k, gforbid)
     # due[src]: a lower bound on the length of src's next path. Capacities only decrease, so
     # shortest-path lengths never shrink: a source whose last search found only a path of
     # length d > `length` is skipped until length reaches d, and that path (`held`) is still
@@ -142,7 +144,10 @@ def _attach(verts, target, adj, cap, ends):
     return None, prev
 
 
-def _conflicts(n: int, adj, members, forbid, blocked, k: int) -> dict[int, int]:
+GFORBID_MAX = 1 << 18                            # cache entries before it is cleared
+
+
+def _conflicts(n: int, adj, members, forbid, blocked, k: int, gforbid=None) -> dict[int, int]:
     """{x: mask of the vertices that conflict with x} for the vertices x of `adj` with any,
     in one id space (node v: bit v, group s: bit n + s). Symmetric by construction: forbid
     is symmetric, and x conflicts with group s iff some member of s forbids x or x is
@@ -162,10 +167,18 @@ def _conflicts(n: int, adj, members, forbid, blocked, k: int) -> dict[int, int]:
         for x in bits(unplaced):
             for s in bits(blocked[x] & present):
                 gblock[s] |= 1 << x
+    if gforbid is None:
+        gforbid = {}
+    elif len(gforbid) > GFORBID_MAX:
+        gforbid.clear()
     for s in bits(present):
-        fm = 0
-        for i in bits(members[s]):
-            fm |= forbid[i]
+        ms = members[s]
+        fm = gforbid.get(ms)
+        if fm is None:                           # the same groups recur across calls: caching
+            fm = 0                               # saved ~2 % of a proof (merged n=250 seed=1)
+            for i in bits(ms):
+                fm |= forbid[i]
+            gforbid[ms] = fm
         fm = (fm & unplaced) | gblock[s]
         gbit = 1 << (n + s)
         for x in bits(fm):
