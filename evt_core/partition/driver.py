@@ -12,6 +12,7 @@ from .cache import SolutionCache
 from .cost import plan_cost
 from .errors import check
 from .graph import Graph
+from .legality import groups_on_cycles
 from .plan import Plan, SolveStats
 from .problem import decompose, make_problem
 from .solvers.bnb import solve_bnb
@@ -136,17 +137,7 @@ def _on_cycles(g: Graph, groups) -> set[str]:
         for u in g.nodes[n].inputs:
             if u in where and where[u] != k:
                 succ[where[u]].add(k)
-    out = set()
-    for k, grp in enumerate(groups):
-        seen, todo = set(), list(succ[k])
-        while todo and k not in seen:
-            x = todo.pop()
-            if x not in seen:
-                seen.add(x)
-                todo.extend(succ[x])
-        if k in seen:
-            out.update(grp)
-    return out
+    return {n for k in groups_on_cycles(succ) for n in groups[k]}
 
 
 def _executable_order(g: Graph, groups) -> list[list[str]]:

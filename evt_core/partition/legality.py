@@ -120,3 +120,20 @@ def check_plan(g: Graph, groups) -> None:
 
 def is_legal(g: Graph, groups) -> bool:
     return next(violations(g, groups), None) is None
+
+
+def groups_on_cycles(succ: Sequence[set[int]]) -> set[int]:
+    """Indices of the groups that lie on a cycle of a quotient graph given by its successor
+    sets (succ[k]: the groups that read group k), i.e. that reach themselves; empty iff the
+    quotient is acyclic."""
+    out = set()
+    for k in range(len(succ)):
+        seen, todo = set(), list(succ[k])
+        while todo and k not in seen:
+            x = todo.pop()
+            if x not in seen:
+                seen.add(x)
+                todo.extend(succ[x])
+        if k in seen:
+            out.add(k)
+    return out

@@ -24,6 +24,7 @@ Floors are true facts about legal plans (not path-dependent relaxations), so the
 dominance memo stays sound: it records bounds on completions only."""
 from __future__ import annotations
 
+from ..legality import groups_on_cycles
 from .packing import pack_bound
 
 
@@ -88,13 +89,6 @@ def break_cycles(p, groups) -> list[tuple[int, ...]]:
         for u in p.order[v]:
             if where[u] != where[v]:
                 succ[where[u]].add(where[v])
-    out = []
-    for k, grp in enumerate(groups):
-        seen, todo = set(), list(succ[k])
-        while todo and k not in seen:
-            x = todo.pop()
-            if x not in seen:
-                seen.add(x)
-                todo.extend(succ[x])
-        out.extend([(v,) for v in grp] if k in seen else [tuple(grp)])
-    return out
+    cyclic = groups_on_cycles(succ)
+    return [piece for k, grp in enumerate(groups)
+            for piece in ([(v,) for v in grp] if k in cyclic else [tuple(grp)])]
