@@ -31,6 +31,16 @@ def _rows16(ptr, row_stride, batch_stride, item):
     return ptr % 16 == 0 and (row_stride * item) % 16 == 0 and (batch_stride * item) % 16 == 0
 
 
+def a_layout(a_strides, ptr, item, mn_major_tma):
+    """(K-major, TMA can load it) for an A of strides (L, M, K): a K-major A needs 16-byte
+    aligned rows along M; an M-major A (unit M stride, with option a_mn_major_tma) is loaded as
+    panels and needs 16-byte aligned rows along K. Also read by the torch op, which copies an
+    A this says TMA cannot take."""
+    aL, aM, aK = a_strides
+    kmajor = not (mn_major_tma and aM == 1 and aK != 1)
+    return kmajor, (_rows16(ptr, aM, aL, item) and aK == 1 if kmajor else _rows16(ptr, aK, aL, item))
+
+
 def _async_ok(ptr, row_stride, batch_stride, inner_extent, item):
     epc = 16 // item
     return ptr % 16 == 0 and row_stride % epc == 0 and batch_stride % epc == 0 and inner_extent % epc == 0
@@ -67,9 +77,7 @@ def decide_spec(program, bound, options, cc, report=None):
     (aL, aM, aK), (bL, bK, bN) = bound.a_strides, bound.b_strides
     pa, pb = bound.A.ptr, bound.B.ptr
     b_kmajor = bK == 1 and bN != 1
-    # M-major A (unit M stride) by TMA: opt-in until measured on a GPU (option a_mn_major_tma)
-    a_kmajor = not (options.get("a_mn_major_tma") and aM == 1 and aK != 1)
-    a_tma = _rows16(pa, aM, aL, item) and aK == 1 if a_kmajor else _rows16(pa, aK, aL, item)
+    a_kmajor, a_tma = a_layout(bound.a_strides, pa, item, options.get("a_mn_major_tma"))
     b_tma = (_rows16(pb, bN, bL, item) if b_kmajor else bN == 1 and _rows16(pb, bK, bL, item))
     want = options["mainloop"]
     can90 = cc >= (9, 0) and cc < (10, 0) and dt != "float32" and a_tma and b_tma

@@ -166,11 +166,14 @@ def _tma_reads_m_major(A, options):
     import torch
     if A.shape[-1] <= 1 or A.stride(-1) == 1:
         return True
-    if not options.get("a_mn_major_tma", True) or torch.cuda.get_device_capability(A.device)[0] != 9:
+    if torch.cuda.get_device_capability(A.device)[0] != 9:
         return False
-    row = A.stride(-1) * A.element_size()
-    batch = A.stride(0) * A.element_size() if A.dim() == 3 else 0
-    return A.stride(-2) == 1 and row % 16 == 0 and batch % 16 == 0 and A.data_ptr() % 16 == 0
+    from evt_backends.cupy.backend import CupyBackend
+    from evt_backends.cupy.select import a_layout
+    strides = (A.stride(0) if A.dim() == 3 else 0, A.stride(-2), A.stride(-1))
+    kmajor, tma = a_layout(strides, A.data_ptr(), A.element_size(),
+                           options.get("a_mn_major_tma", CupyBackend.options["a_mn_major_tma"]))
+    return not kmajor and tma
 
 
 def k_contiguous(A):
