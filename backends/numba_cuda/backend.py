@@ -27,9 +27,9 @@ class NumbaCudaBackend(Backend):
         "simt": False,            # force the SIMT mainloop even for fp16/bf16 (debugging, comparisons)
         "fast_mainloop": True,    # tensor-core k-loop with hoisted address math (spill-free); False: the original loop
         # fp16/bf16 on sm_90: the warp-specialised wgmma + TMA kernel (codegen/mainloop_sm90.py) where the
-        # call fits it, else the mma.sync kernel, the reason in kernel.stages["sm90"]. Correct on
-        # the H200 but opt-in: slower than mma.sync on row-reduction epilogues (bench/RESULTS.md).
-        "sm90": False,
+        # call fits it, else the mma.sync kernel (what other GPUs run), the reason in
+        # kernel.stages["sm90"]. False: the mma.sync kernel everywhere (comparisons, debugging).
+        "sm90": True,
     }
 
     def available(self):

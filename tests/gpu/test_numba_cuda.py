@@ -31,20 +31,22 @@ def poisoned(monkeypatch):
 SHAPES = [(0, 128, 128, 64), (2, 200, 136, 72), (0, 77, 45, 40), (3, 129, 257, 96), (0, 64, 64, 70), (0, 1, 9, 8)]
 
 
+@pytest.mark.parametrize("sm90", [True, False], ids=["sm90", "mma"])
 @pytest.mark.parametrize("ab", ["float16", "bfloat16", "float32"])
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
-def test_bias_relu_stats(ab, shape):
+def test_bias_relu_stats(ab, shape, sm90):
     tree, A, B, inputs = case("bias_relu_stats", *shape, ab=ab, out="float16")
-    got = evt_core.compile(tree, backend="numba_cuda")(A, B, **inputs)
+    got = evt_core.compile(tree, backend="numba_cuda", sm90=sm90)(A, B, **inputs)
     compare(got, evt_core.interpret(tree, A, B, **inputs), f"{ab} {shape}")
 
 
 @pytest.mark.parametrize("name,L", [("activations", 0), ("activations", 2), ("means", 3), ("dgelu", 0), ("dgelu", 2)])
 @pytest.mark.parametrize("ab", ["float16", "bfloat16"])
 @pytest.mark.parametrize("det", [False, True])
-def test_trees(name, L, ab, det):
+@pytest.mark.parametrize("sm90", [True, False], ids=["sm90", "mma"])
+def test_trees(name, L, ab, det, sm90):
     tree, A, B, inputs = case(name, L, 150, 260, 48, ab=ab, out="bfloat16" if ab == "bfloat16" else "float16")
-    got = evt_core.compile(tree, backend="numba_cuda", deterministic=det)(A, B, **inputs)
+    got = evt_core.compile(tree, backend="numba_cuda", deterministic=det, sm90=sm90)(A, B, **inputs)
     compare(got, evt_core.interpret(tree, A, B, **inputs), f"{name} {ab} det={det}")
 
 
@@ -78,7 +80,7 @@ def test_fast_mainloop(what, shape, fast):
         A = np.ascontiguousarray(A.transpose(0, 2, 1)).transpose(0, 2, 1)
     if what == "B_colmajor":
         B = np.ascontiguousarray(B.transpose(0, 2, 1)).transpose(0, 2, 1)
-    k = evt_core.compile(tree, backend="numba_cuda", fast_mainloop=fast, deterministic=what == "means_det")
+    k = evt_core.compile(tree, backend="numba_cuda", fast_mainloop=fast, deterministic=what == "means_det", sm90=False)
     compare(k(A, B, **inputs), evt_core.interpret(tree, A, B, **inputs), f"fast_mainloop={fast} {what} {shape}")
     hoisted = any(key.startswith("source_mma") and "a_gp = a_gp + a_gk" in v for key, v in k.stages.items())
     assert any(key.startswith("source_mma") for key in k.stages) and hoisted == fast

@@ -121,3 +121,38 @@ def test_other_signatures_take_the_checked_path(recorded):
     A2 = FakeCuda((M + 32, K), torch.float16)                 # a new problem size binds afresh
     out = kernel(A2, B, bias=bias, alpha=0.5)
     assert tuple(out["D"].shape) == (M + 32, N)
+
+
+def test_sm90_fast_path_refills_the_tensor_maps(recorded, monkeypatch):
+    """The sm_90a kernel's tensor maps embed A's and B's addresses: a replayed call with new
+    operands passes the maps of the new addresses (encoded once per address pair), and a
+    replay with the same operands passes the same maps."""
+    from evt_backends.gpu import tensormap
+    from evt_backends.numba_cuda.runtime import driver, launch_sm90
+    buffers = iter(range(0x100000, 0x200000, 0x1000))
+
+    class Buffer:
+        def __init__(self, nbytes):
+            self.nbytes, self.ptr = nbytes, next(buffers)
+    encoded = []
+    monkeypatch.setattr(driver, "DeviceBuffer", Buffer)
+    monkeypatch.setattr(driver, "compute_capability", lambda: (9, 0))
+    monkeypatch.setattr(launch_sm90, "_sm_count", lambda: 132)
+    monkeypatch.setattr(launch_sm90, "watchdog_pointer", lambda: 0x77)
+    monkeypatch.setattr(tensormap, "encode", lambda ptr, *a, **k: encoded.append(ptr) or ptr.to_bytes(128, "little"))
+    M, N, K = 256, 128, 64
+    kernel = _kernel(M, N)
+    B, bias = FakeCuda((K, N), torch.float16), FakeCuda((N,), torch.float32)
+    A1, A2 = FakeCuda((M, K), torch.float16), FakeCuda((M, K), torch.float16)
+    kernel(A1, B, bias=bias, alpha=0.5)
+    assert kernel.stages["sm90"].startswith("sm_90a warp-specialised kernel")
+    first, n1 = recorded[-2][1], len(encoded)
+    kernel(A2, B, bias=bias, alpha=0.5)          # the replay path, new A
+    second, n2 = recorded[-2][1], len(encoded)
+    kernel(A1, B, bias=bias, alpha=0.5)          # the replay path, the first A again
+    third, n3 = recorded[-2][1], len(encoded)
+    pos = len(first) - 5                          # A map, B map, watchdog, tiles_m, tiles_n
+    assert second[0] == A2.data_ptr() and second[pos] != first[pos] and second[pos + 1] != first[pos + 1]
+    assert third[pos:pos + 2] == first[pos:pos + 2]
+    assert first[pos + 2:] == second[pos + 2:] == (0x77, 2, 1)
+    assert encoded[n1:n2] == [A2.data_ptr(), B.data_ptr()] and n3 == n2     # new pair encoded once, old pair a hit

@@ -27,7 +27,6 @@ from .spelling import spell
 
 _LOADERS = {"float32": "ld_f32", "float16": "ld_f16", "bfloat16": "ld_bf16"}
 _STORERS = {"float32": "st_f32", "float16": "st_f16", "bfloat16": "st_bf16"}
-ROW_GROUP = 1     # rows per trip of a run-time row loop (their aux loads are issued together); 2 spills (W4)
 
 
 
@@ -41,16 +40,27 @@ def identity(red):
     return "ZERO" if red.op in (Op.SUM, Op.MEAN) else "NEG_INF"
 
 
+def _can_park(lay, n_row_reductions):
+    """Row partials can be parked in the staging rows when the values come from staging (a
+    run-time row loop), a row is one warp (TX == 32), the RM rows of a warp split its lanes
+    evenly into power-of-two groups, and every row reduction has a TX-column slot to park in."""
+    return (not lay.rows_unrolled and lay.TX == 32 and lay.RM & (lay.RM - 1) == 0 and lay.RM <= 32
+            and 0 < n_row_reductions * lay.TX <= lay.cols)
+
+
 @dataclass(frozen=True)
 class Layout:
     """The epilogue's thread layout (see module docstring). `rows_unrolled`: emit the i loop
     unrolled (values live in registers indexed by constants) or as a run-time loop (values come
-    from shared memory)."""
+    from shared memory) of `row_group` rows per trip: the rows of a trip issue their aux loads
+    together and their row-reduction shuffles interleave, so a trip pays one memory and one
+    shuffle-chain latency instead of `row_group`; more live values per trip is the price."""
     TY: int
     TX: int
     RM: int
     RN: int
     rows_unrolled: bool
+    row_group: int = 1
 
     @property
     def threads(self):
@@ -69,12 +79,18 @@ class EpilogueWriter:
     """Emits epilogue source lines for one Program. `value(i, j)` gives the source of the fp32
     accumulator of element (i, j); i is a literal or the loop variable `i`."""
 
-    def __init__(self, program, layout, deterministic, barrier="cuda.syncthreads()"):
+    def __init__(self, program, layout, deterministic, barrier="cuda.syncthreads()", row_park=None):
         # `barrier`: the statement that synchronises the threads sharing the scratch buffer (the
         # CTA, or one consumer warpgroup of the sm_90 kernel through a named barrier); `tid`
         # in the emitted code is the thread's index among them.
         self.p, self.lay, self.det, self.barrier = program, layout, deterministic, barrier
         self.kinds = [reduction_kind(r) for r in program.reductions]
+        # row_park = (staging base, pitch): row partials are parked in the staged rows and
+        # combined after the chunk (_parked_row_combine) instead of by a shuffle chain and a
+        # global combine per row inside the row loop; kept only where _can_park holds.
+        if row_park and not _can_park(layout, len(self._row_reductions())):
+            row_park = None
+        self.row_park = row_park
         # Shared scratch (fp32 elements), used by col/all reductions after the loop. Row
         # reductions need none: the TX lanes that own a row are one aligned group of a warp, so
         # they combine with xor shuffles (a fixed butterfly order: deterministic).
@@ -102,44 +118,117 @@ class EpilogueWriter:
 
     def chunk(self, value, row0="m0"):
         """Lines evaluating every element of the rows [row0, row0 + layout.rows), a group of rows
-        at a time (all RM rows when unrolled, else ROW_GROUP rows per loop trip). Every aux LOAD
+        at a time (all RM rows when unrolled, else layout.row_group rows per loop trip). Every aux LOAD
         of a group is issued before any of its elements' math and stores: the compiler may not
         move a load above a store through another raw pointer, so loads placed inside each
-        element would each pay a full global-memory latency in turn."""
+        element would each pay a full global-memory latency in turn. Column terms (the column,
+        its bound check, its offset in every tensor) are computed once per chunk, row terms once
+        per row, so an element's address is one add."""
         lay, out = self.lay, []
         self._chunks = getattr(self, "_chunks", 0) + 1
+        ch = self._chunks
         loads = [(idx, ins) for idx, ins in enumerate(self.p.instrs) if ins.op is Op.LOAD]
+        # An input that does not span M is the same for every row: loaded once per chunk.
+        bcast = [(idx, ins) for idx, ins in loads if not self.p.spans(self.p.inputs[ins.arg])[1]]
+        rowwise = [x for x in loads if x not in bcast]
+        tensors = [f"in{k}" for k in range(len(self.p.inputs))] + [f"out{k}" for k in range(len(self.p.outputs))]
+
+        def load(idx, ins, offset, ok):
+            t = self.p.inputs[ins.arg]
+            return f"{_LOADERS[t.dtype]}(in{ins.arg}_p, {offset}) if {ok} else ZERO    # %{idx} = load {t.name}"
+        for j in range(lay.RN):
+            n = f"n_{ch}_{j}"
+            out += [f"{n} = n0 + tx + {j * lay.TX}", f"okn_{ch}_{j} = {n} < N"]
+            out += [f"{t}_c{ch}_{j} = {n} * {t}_sn" for t in tensors]
+            out += [f"v{idx}_b{ch}_{j} = " + load(idx, ins, f"in{ins.arg}_lo + in{ins.arg}_c{ch}_{j}", f"okn_{ch}_{j}")
+                    for idx, ins in bcast]
+        # A run-time row loop (one row per trip) loads its rows' inputs one trip ahead, so a
+        # trip's math and stores hide the next trip's global-memory latency.
+        u = 1 if lay.rows_unrolled or lay.RM % lay.row_group else lay.row_group
+        prefetch = bool(rowwise) and not lay.rows_unrolled and u == 1
+        if prefetch:
+            out += [f"m_pf{ch} = {row0} + ty", f"okm_pf{ch} = m_pf{ch} < M"]
+            out += [f"v{idx}_pf{ch}_{j} = " + load(idx, ins, f"in{ins.arg}_lo + m_pf{ch} * in{ins.arg}_sm + in{ins.arg}_c{ch}_{j}",
+                                                 f"okm_pf{ch} & okn_{ch}_{j}")
+                    for j in range(lay.RN) for idx, ins in rowwise]
         if lay.rows_unrolled:
             ind, group = "", [str(i) for i in range(lay.RM)]
         else:
-            u = ROW_GROUP if lay.RM % ROW_GROUP == 0 else 1
             out.append(f"for i in range({lay.RM // u}):")
             ind, group = "    ", ["i" if u == 1 else f"(i * {u} + {r})" for r in range(u)]
         # Unique names per element instance: numba's SSA passes are slow on reassignment.
-        names = [f"{self._chunks}_{r}" for r in range(len(group))]
+        names = [f"{ch}_{r}" for r in range(len(group))]
+
+        def at(c, j):
+            return lambda t: f"{t}_r{c} + {t}_c{ch}_{j}"
         for iv, c in zip(group, names):
             m = f"m_{c}"
-            out.append(f"{ind}{m} = {row0} + ty + {iv} * {lay.TY}")
+            out += [f"{ind}{m} = {row0} + ty + {iv} * {lay.TY}", f"{ind}okm_{c} = {m} < M"]
+            out += [f"{ind}{t}_r{c} = {t}_lo + {m} * {t}_sm" for t in tensors]
             for k, kind in enumerate(self.kinds):
                 if kind == "row":
                     out.append(f"{ind}q{k}_{c} = {identity(self.p.reductions[k])}    # row partial of {self.p.reductions[k].name}")
+            if prefetch:
+                out += [f"{ind}v{idx}_{c}_{j} = v{idx}_pf{ch}_{j}    # loaded a trip ahead"
+                        for j in range(lay.RN) for idx, _ in rowwise]
+                out += [f"{ind}m_pf{ch} = {m} + {lay.TY}    # the next trip's row",
+                        f"{ind}okm_pf{ch} = (m_pf{ch} < M) & (i + 1 < {lay.RM})"]
             for j in range(lay.RN):
-                n, sfx = f"n_{c}_{j}", f"_{c}_{j}"
-                out.append(f"{ind}{n} = n0 + tx + {j * lay.TX}")
-                out.append(f"{ind}ok{sfx} = ({m} < M) & ({n} < N)")
-                for idx, ins in loads:
-                    t = self.p.inputs[ins.arg]
-                    out.append(f"{ind}v{idx}{sfx} = {_LOADERS[t.dtype]}(in{ins.arg}_p, {self.index(f'in{ins.arg}', m, n)}) "
-                               f"if ok{sfx} else ZERO    # %{idx} = load {t.name} (issued early)")
+                sfx = f"_{c}_{j}"
+                out.append(f"{ind}ok{sfx} = okm_{c} & okn_{ch}_{j}")
+                out += [f"{ind}v{idx}{sfx} = v{idx}_b{ch}_{j}" for idx, _ in bcast]
+                for idx, ins in ([] if prefetch else rowwise):
+                    out.append(f"{ind}v{idx}{sfx} = " + load(idx, ins, at(c, j)(f"in{ins.arg}"), f"ok{sfx}")
+                               + " (issued early)")
+            if prefetch:
+                out += [f"{ind}v{idx}_pf{ch}_{j} = " + load(idx, ins, f"in{ins.arg}_r{c} + {lay.TY} * in{ins.arg}_sm"
+                                                          f" + in{ins.arg}_c{ch}_{j}", f"okm_pf{ch} & okn_{ch}_{j}")
+                        for j in range(lay.RN) for idx, ins in rowwise]
         for iv, c in zip(group, names):
             m = f"m_{c}"
             for j in range(lay.RN):
-                n, sfx = f"n_{c}_{j}", f"_{c}_{j}"
+                sfx = f"_{c}_{j}"
                 out.append(f"{ind}if ok{sfx}:")
-                out += [ind + "    " + s for s in self.element(value(iv, j), j, m, n, sfx, row=f"_{c}")]
-            for k, kind in enumerate(self.kinds):
-                if kind == "row":
+                out += [ind + "    " + s for s in self.element(value(iv, j), j, m, f"n_{ch}_{j}", sfx, row=f"_{c}",
+                                                             at=at(c, j))]
+            for slot, k in enumerate(self._row_reductions()):
+                if self.row_park:
+                    stg, pitch = self.row_park
+                    out.append(f"{ind}sts({stg}, (ty + {iv} * {lay.TY}) * {pitch} + {slot * lay.TX} + tx, q{k}_{c})"
+                               "    # park the row partial in this lane's own staged element")
+                else:
                     out += [ind + s for s in self._row_combine(k, f"q{k}_{c}", m)]
+        if self.row_park:
+            out += self._parked_row_combine(row0)
+        return out
+
+    def _row_reductions(self):
+        return [k for k, kind in enumerate(self.kinds) if kind == "row"]
+
+    def _parked_row_combine(self, row0):
+        """After a chunk whose row partials are parked (one per lane and row, in the staging row,
+        written over the element the lane itself read there): each row of warp ty is combined by
+        TX // RM lanes, each over TX // (TX // RM) partials in a fixed, lane-rotated order (the
+        rotation puts the lanes' reads in distinct banks), then by an xor butterfly across those
+        lanes; one global combine per row and CTA. Fixed order: deterministic."""
+        lay, (stg, pitch), out = self.lay, self.row_park, []
+        lanes = lay.TX // lay.RM              # lanes per row
+        each = lay.TX // lanes                # partials per lane
+        out += ["cuda.syncwarp()    # every lane's row partials are parked",
+                f"rr = tx // {lanes}    # the row of this warp this lane combines",
+                f"hh = tx % {lanes}",
+                f"m_rr = {row0} + ty + rr * {lay.TY}"]
+        for slot, k in enumerate(self._row_reductions()):
+            red = self.p.reductions[k]
+            out += [f"a{k} = {identity(red)}    # {red.name}",
+                    f"base{k} = (ty + rr * {lay.TY}) * {pitch} + {slot * lay.TX} + hh * {each}",
+                    f"for e in range({each}):",
+                    f"    a{k} = {combine(red, f'a{k}', f'lds({stg}, base{k} + ((e + rr) & {each - 1}))')}"]
+            s = lanes // 2
+            while s >= 1:
+                out.append(f"a{k} = {combine(red, f'a{k}', f'shfl_xor(a{k}, {s})')}")
+                s //= 2
+            out += [f"if (hh == 0) & (m_rr < M):", f"    {self.global_combine(k, f'a{k}', 'm_rr', None)}    # {red.name}"]
         return out
 
     def index(self, t, m, n):
@@ -158,9 +247,11 @@ class EpilogueWriter:
         out.append(f"    {self.global_combine(k, q, m, None)}    # {red.name}")
         return out
 
-    def element(self, accum_src, j, m="m", n="n", sfx="", row=""):
-        """Straight-line code for one in-bounds element (m, n): one line per IR instruction."""
+    def element(self, accum_src, j, m="m", n="n", sfx="", row="", at=None):
+        """Straight-line code for one in-bounds element (m, n): one line per IR instruction.
+        at(t): the source of the element's offset in tensor t (default: from m and n)."""
         p, lines = self.p, []
+        at = at or (lambda t: self.index(t, m, n))
         for idx, ins in enumerate(p.instrs):
             v = f"v{idx}{sfx}"
             a = [f"v{x}{sfx}" for x in ins.args]
@@ -173,19 +264,19 @@ class EpilogueWriter:
             elif ins.op is Op.CONST:
                 lines.append(f"{v} = float32({float(ins.arg)!r})    # %{idx} = const")
             elif ins.op is Op.STORE:
-                lines += self._store(idx, ins, a[0], m, n)
+                lines += self._store(idx, ins, a[0], m, n, at)
             elif ins.op in (Op.SUM, Op.MEAN, Op.AMAX, Op.AMIN):
                 lines += self._reduce(idx, ins, a[0], j, m, n, row)
             else:
                 lines.append(f"{v} = {spell(ins.op, a)}    # %{idx} = {ins.op.value}")
         return lines
 
-    def _store(self, idx, ins, src, m, n):
+    def _store(self, idx, ins, src, m, n, at):
         t = self.p.outputs[ins.arg]
         sl, sm, sn = self.p.spans(t)
         # An output that does not span an axis is written only at coordinate 0 of it.
         guard = [c for c, s in (("(l == 0)", sl), (f"({m} == 0)", sm), (f"({n} == 0)", sn)) if not s]
-        call = (f"{_STORERS[t.dtype]}(out{ins.arg}_p, {self.index(f'out{ins.arg}', m, n)}, {src})"
+        call = (f"{_STORERS[t.dtype]}(out{ins.arg}_p, {at(f'out{ins.arg}')}, {src})"
                 f"    # %{idx} = store {t.name}")
         if guard:
             return [f"if {' & '.join(guard)}:", "    " + call]

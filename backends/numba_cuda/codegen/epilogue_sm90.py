@@ -7,7 +7,9 @@ every op, reduction (row / col / all / elem, MEAN counts, AMIN carried negated) 
 deterministic mode are written for; in its layout consecutive lanes touch consecutive columns,
 so aux loads and output stores are coalesced without per-output shared-memory staging, and the
 64 accumulators die before the epilogue starts, which keeps the consumer far from its 232
-registers. The two consumer warpgroups never wait for each other: each has its own staging and
+registers. Row reductions park each lane's row partial in the staged element it has just read
+and combine a warp's 16 rows after the row loop (EpilogueWriter row_park): a shuffle chain and a
+global combine inside every trip of the loop serialised it (W3 and W4 paid 2-3 x the bare GEMM). The two consumer warpgroups never wait for each other: each has its own staging and
 reduction scratch and synchronises on its own named barrier (ids 1 and 2; 0 is __syncthreads).
 """
 from ...gpu import sm90
@@ -16,19 +18,26 @@ from .epilogue import EpilogueWriter, Layout
 TY, TX = 4, 32          # the warpgroup's warps x lanes in the epilogue layout
 
 
+def staging_pitch(bn):
+    """fp32 elements per staged row: bn + 8 puts the fragment's row pairs g, g + 8 in different
+    bank halves."""
+    return bn + 8
+
+
 def _writer(program, bn, deterministic):
     lay = Layout(TY, TX, sm90.WG_ROWS // TY, bn // TX, rows_unrolled=False)
-    return EpilogueWriter(program, lay, deterministic, barrier="named_bar_sync(1 + wg, 128)")
+    return EpilogueWriter(program, lay, deterministic, barrier="named_bar_sync(1 + wg, 128)",
+                          row_park=("stg", staging_pitch(bn)))
 
 
 class SmemLayout:
     """Byte offsets inside the 1024-aligned dynamic shared memory: the ring (STAGES x (A, B)),
-    then per consumer warpgroup its fp32 staging (64 rows, pitch bn + 8 floats: the fragment's
-    row pairs g, g + 8 then fall in different bank halves) and its reduction scratch, then
+    then per consumer warpgroup its fp32 staging (64 rows of staging_pitch floats) and its
+    reduction scratch, then
     the mbarriers."""
 
     def __init__(self, program, bn, stages, deterministic):
-        self.pitch = bn + 8
+        self.pitch = staging_pitch(bn)
         self.ring = stages * sm90.stage_bytes(bn)
         self.staging_bytes = sm90.WG_ROWS * self.pitch * 4
         self.staging = self.ring

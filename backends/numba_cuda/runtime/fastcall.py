@@ -16,7 +16,7 @@ None from `key` or `run`, and the call takes the full path.
 import math
 
 from ...gpu import streams
-from . import driver
+from . import driver, launch_sm90
 
 _NUMBER = (float, int)
 
@@ -56,8 +56,11 @@ def key(A, B, inputs):
 class FastCall:
     """What one fully checked call decided, replayed for calls with the same key."""
 
-    def __init__(self, runner, side, b, values, finish_values, fns, grid, block, ws, result_names):
+    def __init__(self, runner, side, b, values, finish_values, fns, grid, block, ws, result_names, maps=None):
         p = runner.p
+        # maps: (position of the A map's address in values, launch_sm90.problem, B K-major) for
+        # the sm_90a kernel, whose tensor maps embed A's and B's addresses; None otherwise
+        self.maps = maps
         self.runner, self.side, self.fns, self.grid, self.block = runner, side, fns, grid, block
         self.values, self.finish_values = list(values), list(finish_values or [])
         nin, nsc = len(p.inputs), len(p.scalars)
@@ -78,6 +81,9 @@ class FastCall:
     def run(self, A, B, inputs, poison):
         vals = self.values.copy()
         vals[0], vals[1] = _ptr(A), _ptr(B)
+        if self.maps is not None:
+            pos, prob, kmajor = self.maps
+            vals[pos], vals[pos + 1] = launch_sm90.map_pointers(prob, vals[0], vals[1], kmajor)
         for name, pos in self.in_pos:
             vals[pos] = _ptr(inputs[name])
         for name, pos in self.sc_pos:
