@@ -37,13 +37,13 @@ class WorkspaceOrder:
         self._stream = None
 
     def before(self, stream):
-        if self._stream is not None and self._stream != stream and not _capturing(stream):
+        if self._stream is not None and self._stream != stream and not capturing(stream):
             cuda.check("cuStreamWaitEvent", cuda.lib().cuStreamWaitEvent(
                 ctypes.c_void_p(stream), self._event, ctypes.c_uint(0)))
 
     def after(self, stream):
         cu = cuda.lib()
-        if _capturing(stream):
+        if capturing(stream):
             # Inside a CUDA-graph capture an outside event can be neither waited on nor
             # recorded for later eager waits (capture isolation): the graph's replays are
             # ordered by the stream they replay on, and the next eager call starts afresh.
@@ -57,7 +57,7 @@ class WorkspaceOrder:
         self._stream = stream
 
 
-def _capturing(stream):
+def capturing(stream):
     """True while `stream` is being captured into a CUDA graph."""
     status = ctypes.c_int(0)
     cuda.check("cuStreamIsCapturing", cuda.lib().cuStreamIsCapturing(ctypes.c_void_p(stream), ctypes.byref(status)))

@@ -122,18 +122,26 @@ class Runner:
             raise UnsupportedError("the CUDA simulator has no bfloat16; run bf16 on a GPU")
         mirrors = _Mirrors(side)
         values = self._main_values(b, mirrors)
+        stream = 0 if simulator() else streams.current_stream(side)
         variant = self.variant(b, values[0], values[1])
+        maps = None
+        if variant[0] == "sm90":     # the tensor maps embed A's and B's addresses: a replay refills them
+            capturing = side != "numpy" and streams.capturing(stream)
+            ptrs = launch_sm90.map_pointers(launch_sm90.problem(b), values[0], values[1], variant[2], stream, capturing)
+            if ptrs is None:
+                variant, _ = select.variant(b, values[0], values[1], self.force_simt, False)
+                self.stages["sm90"] = ("fallback to the mma.sync kernel: a CUDA graph is being captured and every "
+                                       "tensor-map slot is in use (new slots cannot be allocated during capture)")
+            else:
+                maps = (len(values) + 3 * len(self.p.reductions), launch_sm90.problem(b), variant[2])
         fns = self.function(variant)
         grid, block, partial_grid = self._launch_shape(b, variant)
-        stream = 0 if simulator() else streams.current_stream(side)
         if self.p.reductions and not simulator():
             self._order.before(stream)
         ws = self._workspaces(b, partial_grid, stream)
         values += [v for w in ws for v in (w["ptr"], w["wm"], w["wn"])]
-        maps = None
-        if variant[0] == "sm90":     # the tensor maps embed A's and B's addresses: a replay refills them
-            maps = (len(values), launch_sm90.problem(b), variant[2])
-            values += launch_sm90.extra_values(b, values[0], values[1], variant[2])
+        if maps is not None:
+            values += launch_sm90.extra_values(b, ptrs)
         self._launch(fns["main"], grid, block, values, stream)
         fv = fgrid = None
         if self.p.reductions:

@@ -131,11 +131,17 @@ def test_sm90_fast_path_refills_the_tensor_maps(recorded, monkeypatch):
     from evt_backends.numba_cuda.runtime import driver, launch_sm90
     buffers = iter(range(0x100000, 0x200000, 0x1000))
 
-    class Buffer:
-        def __init__(self, nbytes):
-            self.nbytes, self.ptr = nbytes, next(buffers)
+    class Slots:         # runtime/map_slots.py has its own test; here: one slot per call key
+        def __init__(self):
+            self.slots = {}
+
+        def pointers(self, key, encode, stream, capturing):
+            if key not in self.slots:
+                encode()
+                self.slots[key] = next(buffers)
+            return self.slots[key], self.slots[key] + 128
     encoded = []
-    monkeypatch.setattr(driver, "DeviceBuffer", Buffer)
+    monkeypatch.setattr(launch_sm90, "_slots", Slots())
     monkeypatch.setattr(driver, "compute_capability", lambda: (9, 0))
     monkeypatch.setattr(launch_sm90, "_sm_count", lambda: 132)
     monkeypatch.setattr(launch_sm90, "watchdog_pointer", lambda: 0x77)

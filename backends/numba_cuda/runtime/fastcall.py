@@ -81,9 +81,13 @@ class FastCall:
     def run(self, A, B, inputs, poison):
         vals = self.values.copy()
         vals[0], vals[1] = _ptr(A), _ptr(B)
+        stream = streams.current_stream(self.side)
         if self.maps is not None:
             pos, prob, kmajor = self.maps
-            vals[pos], vals[pos + 1] = launch_sm90.map_pointers(prob, vals[0], vals[1], kmajor)
+            ptrs = launch_sm90.map_pointers(prob, vals[0], vals[1], kmajor, stream, streams.capturing(stream))
+            if ptrs is None:
+                return None
+            vals[pos], vals[pos + 1] = ptrs
         for name, pos in self.in_pos:
             vals[pos] = _ptr(inputs[name])
         for name, pos in self.sc_pos:
@@ -98,7 +102,6 @@ class FastCall:
                 x.fill(math.nan) if self.side == "cupy" else x.fill_(math.nan)
         for pos, x in zip(self.out_pos, made):
             vals[pos] = _ptr(x)
-        stream = streams.current_stream(self.side)
         order = self.runner._order
         if self.red_specs:
             order.before(stream)

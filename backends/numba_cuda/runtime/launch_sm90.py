@@ -12,14 +12,13 @@ from evt_core.errors import EvtError
 
 from ...gpu import sm90, tensormap
 from . import driver
+from .map_slots import MapSlots
 from ..codegen.mainloop_sm90 import BN, STAGES, WAIT_EMPTY, WAIT_FULL
 from ..codegen.epilogue_sm90 import SmemLayout
 
 _MULTIPROCESSOR_COUNT = 16        # CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
 _HOSTALLOC_PORTABLE_DEVICEMAP = 0x03
-_maps = {}                        # 256 bytes of (A map, B map) -> DeviceBuffer holding them
-_by_call = {}                     # (problem, A address, B address, B K-major) -> the two map addresses
-_MAX_MAPS = 128
+_slots = MapSlots()
 _watchdog = None
 
 
@@ -62,33 +61,19 @@ def shared_bytes(program, deterministic):
     return SmemLayout(program, BN, STAGES, deterministic).total
 
 
-def extra_values(b, a_ptr, b_ptr, kmajor):
-    """The kernel's trailing parameters (codegen/mainloop_sm90.sm90_params): maps, watchdog word, tiles."""
-    return [*map_pointers(problem(b), a_ptr, b_ptr, kmajor), watchdog_pointer(),
-            tile_count(b.M, sm90.BM), tile_count(b.N, BN)]
+def extra_values(b, maps):
+    """The kernel's trailing parameters (codegen/mainloop_sm90.sm90_params): the two map
+    addresses, the watchdog word, the tile counts."""
+    return [*maps, watchdog_pointer(), tile_count(b.M, sm90.BM), tile_count(b.N, BN)]
 
 
-def map_pointers(prob, a_ptr, b_ptr, kmajor):
-    """Device addresses of the A and B maps of a call (a dictionary hit for buffers seen before:
-    the repeated-call path refills them per call, runtime/fastcall.py)."""
-    key = (prob, a_ptr, b_ptr, kmajor)
-    hit = _by_call.get(key)
-    if hit is not None:
-        return hit
-    raw = _encode(prob, a_ptr, b_ptr, kmajor)
-    buf = _maps.get(raw)
-    if buf is None:
-        if len(_maps) >= _MAX_MAPS:      # a kernel in flight may still read an old buffer
-            driver._check("cuCtxSynchronize", driver.lib().cuCtxSynchronize())
-            _maps.clear()
-            _by_call.clear()
-        buf = driver.DeviceBuffer(256)
-        host = (ctypes.c_uint8 * 256).from_buffer_copy(raw)
-        driver._check("cuMemcpyHtoD", driver.lib().cuMemcpyHtoD_v2(ctypes.c_uint64(buf.ptr), host,
-                                                                   ctypes.c_size_t(256)))
-        _maps[raw] = buf
-    _by_call[key] = (buf.ptr, buf.ptr + 128)
-    return _by_call[key]
+def map_pointers(prob, a_ptr, b_ptr, kmajor, stream, capturing):
+    """Device addresses of the A and B maps of a call, written on `stream` ahead of the kernel
+    (runtime/map_slots.py: also inside a CUDA-graph capture); None when capturing and no slot
+    is free. A dictionary hit for addresses seen before (the repeated-call path refills them
+    per call, runtime/fastcall.py)."""
+    return _slots.pointers((prob, a_ptr, b_ptr, kmajor), lambda: _encode(prob, a_ptr, b_ptr, kmajor),
+                           stream, capturing)
 
 
 def watchdog_pointer():
