@@ -24,6 +24,7 @@ from . import ops as evt_ops
 
 _IDENTITY = frozenset({"detach", "alias", "lift_fresh_copy"})   # the importer drops these
 _LAYOUT = frozenset({"t", "transpose", "permute"})
+_VIEW = "view"            # reshape and _unsafe_view are its aliases
 
 
 @dataclass
@@ -175,7 +176,7 @@ def trusted_values(g, gm) -> dict[str, str]:
             continue          # the importer drops identities; their users read the source
         reason = _local_reason(g, f)
         if not reason:        # an untrusted operand: keep the root cause, which names its node
-            bad = next((src for src, _ in sorted(_fx_operands(f), key=str) if why.get(src, "?")), None)
+            bad = next((src for src, _ in sorted(_trust_operands(f), key=str) if why.get(src, "?")), None)
             reason = "" if bad is None else why.get(bad) or f"{bad} is not a value of the fx graph"
         why[f.name] = reason
     return why
@@ -202,11 +203,39 @@ def _local_reason(g, f) -> str:
         return ""
     if ALIASES.get(op, op) != ALIASES.get(node.op, node.op):
         return f"{f.name} is {op} in the fx graph but {node.op} after the graph passes"
+    if ALIASES.get(op, op) == _VIEW:
+        # view(view(x, s1), s2) is view(x, s2): both read x in row-major order, and a pass
+        # folds such chains; the result's shape was compared above.
+        if _fx_canon(_fx_view_source(f.args[0])) != _ir_canon(g, _ir_view_source(g, node.inputs[0])):
+            return f"{f.name} views {_fx_view_source(f.args[0]).name} in the fx graph but " \
+                   f"{_ir_view_source(g, node.inputs[0])} after the graph passes"
+        return ""
     ir_in = {_ir_canon(g, i) for i in node.inputs if g.nodes[i].kind is not Kind.CONST}
     if _fx_operands(f) != ir_in:
         return f"{f.name} reads {sorted(_fx_operands(f), key=str)} in the fx graph but {sorted(ir_in, key=str)} " \
                "after the graph passes"
     return ""
+
+
+def _trust_operands(f) -> set:
+    """The fx values f's trust depends on: a view's is its view chain's source (the passes may
+    fold the views between), every other value's are its operands."""
+    if f.op == "call_function" and ALIASES.get(aten_name(f.target), aten_name(f.target)) == _VIEW:
+        return {_fx_canon(_fx_view_source(f.args[0]))}
+    return _fx_operands(f)
+
+
+def _fx_view_source(a):
+    """The first fx value up a chain of views (through the importer's identities)."""
+    while a.op == "call_function" and ALIASES.get(aten_name(a.target), aten_name(a.target)) in _IDENTITY | {_VIEW}:
+        a = a.args[0]
+    return a
+
+
+def _ir_view_source(g, name) -> str:
+    while g.nodes[name].op == _VIEW:
+        name = g.nodes[name].inputs[0]
+    return name
 
 
 def _fx_operands(f) -> set:
