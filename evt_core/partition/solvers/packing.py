@@ -126,21 +126,18 @@ def _attach(verts, target, adj, cap, ends):
     `target` outside it: (edge ids from the far end back, that end), or (None, the vertices
     reachable from `verts`, which then form whole residual components)."""
     prev = dict.fromkeys(verts, -1)
-    frontier = list(verts)
-    while frontier:
-        nxt = []
-        for x in frontier:
-            for y, e in adj[x]:
-                if y not in prev and cap[e]:
-                    prev[y] = e
-                    if target >> y & 1:
-                        path, z = [], y
-                        while (e2 := prev[z]) >= 0:
-                            path.append(e2)
-                            z ^= ends[e2]
-                        return path, y
-                    nxt.append(y)
-        frontier = nxt
+    queue = list(verts)
+    for x in queue:                              # appending while iterating: breadth-first,
+        for y, e in adj[x]:                      # in the order of a layer-by-layer search
+            if cap[e] and y not in prev:
+                prev[y] = e
+                if target >> y & 1:
+                    path, z = [], y
+                    while (e2 := prev[z]) >= 0:
+                        path.append(e2)
+                        z ^= ends[e2]
+                    return path, y
+                queue.append(y)
     return None, prev
 
 
