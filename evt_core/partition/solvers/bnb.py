@@ -174,7 +174,7 @@ class _Search:
                 continue
             L, spare = in_edge_split(st, v, forbid[v], self.total_in[v], self.static_loss[v],
                                      blocked[v])
-            out.append((v, L, [(u, v, w) for u, w in spare]))
+            out.append((v, L, spare))
         return out
 
     def _static(self, v: int):
