@@ -121,6 +121,9 @@ class _Search:
             self.adj[v] |= 1 << u
         self.total_in = [sum(w for _, w in ins) for ins in self.st.in_w]
         self.static_loss = [self._static_loss(v) for v in range(p.size)]
+        # first_in[v]: v's earliest producer (p.size if none); static_term: see node_charges
+        self.first_in = [min((u for u, _ in ins), default=p.size) for ins in self.st.in_w]
+        self.static_term = [self._static(v) for v in range(p.size)]
         self.memo = Memo(p, self.adj)
         self.node_limit = None                        # stop (as on timeout) past this many nodes
         self.gforbid: dict = {}                       # packing's group-forbid cache (packing.py)
@@ -150,32 +153,40 @@ class _Search:
         loss (`in_edge_split`), and the returned (u, v, bytes) capacity is what those leave
         unused, so the path packing over it adds to the bound. Side effect:
         self.blocked = blocked_groups(p, st, k), which the packing reuses."""
-        st, forbid, lb = self.st, self.p.forbid, 0
-        self.blocked = blocked = blocked_groups(self.p, st, k)
-        und = []
-        for v in range(k, self.p.size):
-            if not st.in_w[v]:
-                continue
-            L, spare = in_edge_split(st, v, forbid[v], self.total_in[v], self.static_loss[v],
-                                     blocked[v])
+        lb, und = 0, []
+        for _, L, spare in self.node_charges(k):
             lb += L
-            und.extend((u, v, w) for u, w in spare)
+            und.extend(spare)
         return lb, und
 
     def node_charges(self, k: int):
         """(v, charge, spare (u, v, bytes) capacity) per unplaced node v with in-edges: the
-        terms of `bound`, per node, so `floors` can sum them per component (a copy of
-        bound's loop, kept apart so the plain search pays nothing for it)."""
-        st, forbid = self.st, self.p.forbid
+        terms of `bound`, per node, so `floors` can sum them per component. Nodes whose
+        producers are all unplaced (first_in[v] >= k) take their precomputed term (`_static`):
+        in_edge_split sees no placed group there, whatever the state."""
+        st, forbid, first, static = self.st, self.p.forbid, self.first_in, self.static_term
         self.blocked = blocked = blocked_groups(self.p, st, k)
         out = []
         for v in range(k, self.p.size):
-            if not st.in_w[v]:
+            if first[v] >= k:
+                if static[v] is not None:
+                    out.append(static[v])
                 continue
             L, spare = in_edge_split(st, v, forbid[v], self.total_in[v], self.static_loss[v],
                                      blocked[v])
-            out.append((v, L, [(u, v, w) for u, w in spare]))
+            out.append((v, L, spare))
         return out
+
+    def _static(self, v: int):
+        """node_charges' term of v while none of its producers is placed (None: no in-edges).
+        Then in_edge_split's charge is total - free = 0, raised to the static loss, and its
+        spare is every in-edge (or none, when the static loss is charged)."""
+        ins = self.st.in_w[v]
+        if not ins:
+            return None
+        if self.static_loss[v] > 0:
+            return (v, self.static_loss[v], [])
+        return (v, 0, [(u, v, w) for u, w in ins])
 
     def rec(self, k: int, cost: int) -> None:
         """Search the state at depth k (nodes < k placed) entered at cost `cost`."""

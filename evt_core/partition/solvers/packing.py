@@ -126,21 +126,18 @@ def _attach(verts, target, adj, cap, ends):
     `target` outside it: (edge ids from the far end back, that end), or (None, the vertices
     reachable from `verts`, which then form whole residual components)."""
     prev = dict.fromkeys(verts, -1)
-    frontier = list(verts)
-    while frontier:
-        nxt = []
-        for x in frontier:
-            for y, e in adj[x]:
-                if y not in prev and cap[e]:
-                    prev[y] = e
-                    if target >> y & 1:
-                        path, z = [], y
-                        while (e2 := prev[z]) >= 0:
-                            path.append(e2)
-                            z ^= ends[e2]
-                        return path, y
-                    nxt.append(y)
-        frontier = nxt
+    queue = list(verts)
+    for x in queue:                              # appending while iterating: breadth-first,
+        for y, e in adj[x]:                      # in the order of a layer-by-layer search
+            if cap[e] and y not in prev:
+                prev[y] = e
+                if target >> y & 1:
+                    path, z = [], y
+                    while (e2 := prev[z]) >= 0:
+                        path.append(e2)
+                        z ^= ends[e2]
+                    return path, y
+                queue.append(y)
     return None, prev
 
 
@@ -154,24 +151,28 @@ def _conflicts(n: int, adj, members, forbid, blocked, k: int, gforbid=None) -> d
     blocked from s (both sides get the same bits). Only vertices of `adj` are named: no
     path reaches another, and skipping the groups without undecided edges saved a quarter of
     the bound's time on the merged n=250 seed=1 problem."""
-    unplaced = present = 0                       # present: groups with a vertex in adj
-    for x in adj:
-        if x < n:
-            unplaced |= 1 << x
-        else:
-            present |= 1 << (x - n)
+    xs = [x for x in adj if x < n]               # unplaced vertices, adj order
+    gs = [x - n for x in adj if x >= n]          # groups with a vertex in adj
+    unplaced = present = 0
+    for x in xs:
+        unplaced |= 1 << x
+    for s in gs:
+        present |= 1 << s
     full = present << n
-    conf = {x: forbid[x] & unplaced for x in adj if x < n}
+    conf = {x: forbid[x] & unplaced for x in xs}
     gblock = [0] * len(members)                  # gblock[s]: unplaced nodes blocked from s
     if blocked is not None:
-        for x in bits(unplaced):
-            for s in bits(blocked[x] & present):
-                gblock[s] |= 1 << x
+        for x in xs:
+            b = blocked[x] & present
+            while b:                             # bit loops inlined: this runs per bound
+                low = b & -b
+                gblock[low.bit_length() - 1] |= 1 << x
+                b ^= low
     if gforbid is None:
         gforbid = {}
     elif len(gforbid) > GFORBID_MAX:
         gforbid.clear()
-    for s in bits(present):
+    for s in gs:
         ms = members[s]
         fm = gforbid.get(ms)
         if fm is None:                           # the same groups recur across calls: caching
@@ -181,7 +182,10 @@ def _conflicts(n: int, adj, members, forbid, blocked, k: int, gforbid=None) -> d
             gforbid[ms] = fm
         fm = (fm & unplaced) | gblock[s]
         gbit = 1 << (n + s)
-        for x in bits(fm):
-            conf[x] |= gbit
+        m = fm
+        while m:
+            low = m & -m
+            conf[low.bit_length() - 1] |= gbit
+            m ^= low
         conf[n + s] = fm | (full & ~gbit)
     return {x: c for x in adj if (c := conf.get(x, 0))}   # adj order: sources' order

@@ -29,15 +29,19 @@ def blocked_groups(p: Problem, st: State, k: int) -> list[int]:
             rev[low.bit_length() - 1] |= 1 << s
             r ^= low
     pre = [0] * n
-    for x in range(k, n):
+    memo = {0: 0}                                # pre mask -> its blocked mask: nodes share
+    for x in range(k, n):                        # their pre masks (chains), so this repeats
         m = 0
         for u in p.order[x]:
             m |= (1 << grp[u]) if u < k else pre[u]
         pre[x] = m
-        b = 0
-        while m:
-            low = m & -m
-            b |= rev[low.bit_length() - 1]
-            m ^= low
+        b = memo.get(m)
+        if b is None:
+            b, r = 0, m
+            while r:
+                low = r & -r
+                b |= rev[low.bit_length() - 1]
+                r ^= low
+            memo[m] = b
         blocked[x] = b
     return blocked

@@ -105,8 +105,8 @@ def in_edge_split(st: "State", v: int, forbid_v: int, total_in: int, static_loss
     all of them but the heaviest share from one placed group v may join (not forbidden with v,
     not in the mask `blocked_v` of groups acyclicity bars it from) and those from still
     unplaced nodes, and at least `static_loss`. Invariant: a lower bound on v's in-edge cut in
-    every completion. spare: v's in-edge capacity the charge leaves unused, as (u, bytes)
-    pairs, for the path packing. Why it may be reused: when the charge is
+    every completion. spare: v's in-edge capacity the charge leaves unused, as (u, v, bytes)
+    edges, for the path packing. Why it may be reused: when the charge is
     total - best - free, it is a packing of stars centred on v (two joinable groups conflict,
     v conflicts with a group it may not join) that uses every in-edge of v fully except the
     free ones (unplaced producers) and `best - second` bytes of the best group's, where
@@ -117,7 +117,7 @@ def in_edge_split(st: "State", v: int, forbid_v: int, total_in: int, static_loss
         s = st.grp[u]
         if s < 0:
             free += w
-            spare.append((u, w))
+            spare.append((u, v, w))
         else:
             per[s] = per.get(s, 0) + w
             first.setdefault(s, u)
@@ -133,7 +133,7 @@ def in_edge_split(st: "State", v: int, forbid_v: int, total_in: int, static_loss
     if charge < static_loss:
         return static_loss, []
     if best > second:
-        spare.append((first[top], best - second))
+        spare.append((first[top], v, best - second))
     return charge, spare
 
 
