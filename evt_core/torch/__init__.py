@@ -22,7 +22,10 @@ def backend(kernels: str = "auto", **options):
     EVT graph passes, default True), solver ("bnb" | "greedy" | "milp"), time_limit (solver
     seconds per graph, default 30), strict (raise instead of running a graph unfused when
     planning fails), cudagraphs (run forward and backward under torch's CUDA graph trees;
-    graphs with CPU tensors run without), and any compile option of the kernel backend."""
+    graphs with CPU tensors run without), rebatch (run a GEMM whose result the graph splits
+    into a batch dimension, e.g. attention heads, as a batched GEMM with strided A, so that
+    group fuses; default False until it is measured on a GPU), and any compile option of the
+    kernel backend."""
     from .compiler import EvtBackend
     return EvtBackend(kernels=kernels, **options)
 

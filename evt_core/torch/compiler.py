@@ -25,8 +25,8 @@ class EvtBackend:
 
     def __init__(self, kernels: str = "auto", passes: bool = True, solver: str = "bnb",
                  time_limit: float | None = 30.0, strict: bool = False, cudagraphs: bool = False,
-                 **kernel_options):
-        self.kernels, self.passes, self.solver = kernels, passes, solver
+                 rebatch: bool = False, **kernel_options):
+        self.kernels, self.passes, self.solver, self.rebatch = kernels, passes, solver, rebatch
         self.time_limit, self.strict, self.kernel_options = time_limit, strict, kernel_options
         self.cudagraphs = cudagraphs
 
@@ -56,7 +56,7 @@ class _Compilation:
         self.report.pending = set(halves)
         try:
             self.joint = plan_graph(gm, self.be.passes, self.be.solver, self.be.time_limit,
-                                    self.be.kernels, self.be.kernel_options)
+                                    self.be.kernels, self.be.kernel_options, self.be.rebatch)
         except Exception as err:  # noqa: BLE001 - training goes on unfused unless strict
             self._give_up(err)
             return

@@ -39,6 +39,7 @@ class GroupKernel:
     inputs: list
     outputs: list
     anchor: str
+    a_view: tuple | None = None      # lowering.GroupTree.a_view: A viewed so and permuted (1, 0, 2)
 
 
 @dataclass
@@ -53,7 +54,7 @@ class JointPlan:
 
 
 def plan_graph(gm, passes: bool = True, solver: str = "bnb", time_limit: float | None = 30.0,
-               kernels: str = "auto", options: dict | None = None) -> JointPlan:
+               kernels: str = "auto", options: dict | None = None, rebatch: bool = False) -> JointPlan:
     _check_static(gm)
     g = from_fx(gm)
     if passes:
@@ -73,7 +74,7 @@ def plan_graph(gm, passes: bool = True, solver: str = "bnb", time_limit: float |
         if not any(g.nodes[n].op in GEMMS for n in grp):
             continue
         try:
-            out.kernels[k] = _group_kernel(g, k, grp, needed, trust, kernels, options or {}, sms, device)
+            out.kernels[k] = _group_kernel(g, k, grp, needed, trust, kernels, options or {}, sms, device, rebatch)
         except (Unfusible, EvtError) as err:
             out.refused[k] = str(err).splitlines()[0]
     return out
@@ -87,8 +88,8 @@ def _check_static(gm) -> None:
                                "shapes: compile with torch.compile(..., dynamic=False)")
 
 
-def _group_kernel(g, k, grp, needed, trust, kernels, options, sms=None, device="cpu") -> GroupKernel:
-    gg = group_tree(g, grp, needed)
+def _group_kernel(g, k, grp, needed, trust, kernels, options, sms=None, device="cpu", rebatch=False) -> GroupKernel:
+    gg = group_tree(g, grp, needed, rebatch)
     if sms:
         why = split_k_reason(*_gemm_extents(g, gg), sms)
         if why:
@@ -106,7 +107,7 @@ def _group_kernel(g, k, grp, needed, trust, kernels, options, sms=None, device="
     index = {r: i for i, r in enumerate(program.result_names)}
     outputs = [(index[key_], n, g.nodes[n].shape) for key_, n in gg.outputs.items()]
     inputs = [gg.inputs[op.name] for op in program.inputs]
-    return GroupKernel(k, key, gg.a, gg.b, inputs, outputs, gg.anchor.name)
+    return GroupKernel(k, key, gg.a, gg.b, inputs, outputs, gg.anchor.name, gg.a_view)
 
 
 # A GEMM whose output is a handful of tiles over a long K (the weight gradient of a layer

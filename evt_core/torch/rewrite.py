@@ -31,6 +31,9 @@ def rewrite(gm, joint) -> tuple[list[int], dict[int, str]]:
         if missing:
             refused[k] = f"{missing[0]} is not computed in the same half (forward/backward) as {gk.anchor}"
             continue
+        if gk.a_view is not None and a[1] is not None:
+            refused[k] = f"the re-batched GEMM {gk.anchor} needs {gk.a[0]} itself, which this half holds only permuted"
+            continue
         if _reads_its_own_result([nodes[a[0]], nodes[b[0]], *(nodes[n] for n in gk.inputs)],
                                  {nodes[n] for _, n, _ in gk.outputs}):
             refused[k] = f"in the fx graph, a value the group of {gk.anchor} reads depends on its results"
@@ -90,6 +93,9 @@ def _insert(graph, gk, a, b, nodes, run, torch) -> None:
     last = next(n for n in reversed(graph.nodes) if n.op != "output")
     with graph.inserting_after(last):    # placed properly by _topo_sort
         a, b = (_operand(graph, nodes[name], perm, aten) for name, perm in (a, b))
+        if gk.a_view is not None:     # a re-batched GEMM: a strided view, never a copy
+            a = graph.call_function(aten.permute.default,
+                                    (graph.call_function(aten.view.default, (a, list(gk.a_view))), [1, 0, 2]))
         call = graph.call_function(run, (gk.key, a, b, [nodes[n] for n in gk.inputs], []))
         for index, name, shape in gk.outputs:
             value = graph.call_function(operator.getitem, (call, index))

@@ -182,3 +182,32 @@ def test_a_tree_the_backend_refuses_runs_as_torch_ops(monkeypatch, kernel_calls)
     (rep,) = et.reports()
     assert any("no gelu_grad" in why for why in rep.unfused.values()), rep.unfused
     assert rep.fused and kernel_calls
+
+
+class _HeadSplit(torch.nn.Module):
+    """x: (S, B, D) -> out-projection -> (B, S, D) + residual: the result's rows are the GEMM's
+    rows split (S, B) and swapped, a layout no output strides of the (S*B, D) frame express."""
+
+    def __init__(self, r):
+        super().__init__()
+        self.proj = torch.nn.Linear(r.shape[-1], r.shape[-1])
+        self.register_buffer("r", r)
+
+    def forward(self, x):
+        s, b, d = x.shape
+        return self.proj(x.reshape(s * b, d)).view(s, b, d).transpose(0, 1) + self.r
+
+
+@pytest.mark.parametrize("rebatch", [False, True])
+def test_rebatch_fuses_a_row_split_gemm(kernel_calls, rebatch):
+    """With rebatch=True that GEMM runs batched over B with strided A rows (lowering._rebatch),
+    so its group fuses; training matches eager either way."""
+    g = torch.Generator().manual_seed(5)
+    x, r = torch.randn(6, 3, 16, generator=g), torch.randn(3, 6, 16, generator=g)
+    be = et.backend(kernels="numpy", rebatch=rebatch)
+    history = train_side_by_side(_HeadSplit(r), x, None, lambda y, _: (y * y).sum(), be, steps=2)
+    _assert_tight(history)
+    rep = et.reports()[0]
+    g_ = rep.plan.graph
+    (fwd,) = [k for k, grp in enumerate(rep.plan.groups) if any(g_.nodes[n].op == "addmm" for n in grp)]
+    assert (fwd in rep.fused) == rebatch, rep.unfused
