@@ -124,32 +124,22 @@ class EpilogueWriter:
         element would each pay a full global-memory latency in turn. Column terms (the column,
         its bound check, its offset in every tensor) are computed once per chunk, row terms once
         per row, so an element's address is one add."""
-        lay, out = self.lay, []
+        lay = self.lay
         self._chunks = getattr(self, "_chunks", 0) + 1
         ch = self._chunks
         loads = [(idx, ins) for idx, ins in enumerate(self.p.instrs) if ins.op is Op.LOAD]
         # An input that does not span M is the same for every row: loaded once per chunk.
         bcast = [(idx, ins) for idx, ins in loads if not self.p.spans(self.p.inputs[ins.arg])[1]]
         rowwise = [x for x in loads if x not in bcast]
-        tensors = [f"in{k}" for k in range(len(self.p.inputs))] + [f"out{k}" for k in range(len(self.p.outputs))]
-
-        def load(idx, ins, offset, ok):
-            t = self.p.inputs[ins.arg]
-            return f"{_LOADERS[t.dtype]}(in{ins.arg}_p, {offset}) if {ok} else ZERO    # %{idx} = load {t.name}"
-        for j in range(lay.RN):
-            n = f"n_{ch}_{j}"
-            out += [f"{n} = n0 + tx + {j * lay.TX}", f"okn_{ch}_{j} = {n} < N"]
-            out += [f"{t}_c{ch}_{j} = {n} * {t}_sn" for t in tensors]
-            out += [f"v{idx}_b{ch}_{j} = " + load(idx, ins, f"in{ins.arg}_lo + in{ins.arg}_c{ch}_{j}", f"okn_{ch}_{j}")
-                    for idx, ins in bcast]
+        u = 1 if lay.rows_unrolled or lay.RM % lay.row_group else lay.row_group
         # A run-time row loop (one row per trip) loads its rows' inputs one trip ahead, so a
         # trip's math and stores hide the next trip's global-memory latency.
-        u = 1 if lay.rows_unrolled or lay.RM % lay.row_group else lay.row_group
         prefetch = bool(rowwise) and not lay.rows_unrolled and u == 1
+        out = self._column_terms(ch, bcast)
         if prefetch:
             out += [f"m_pf{ch} = {row0} + ty", f"okm_pf{ch} = m_pf{ch} < M"]
-            out += [f"v{idx}_pf{ch}_{j} = " + load(idx, ins, f"in{ins.arg}_lo + m_pf{ch} * in{ins.arg}_sm + in{ins.arg}_c{ch}_{j}",
-                                                 f"okm_pf{ch} & okn_{ch}_{j}")
+            out += [f"v{idx}_pf{ch}_{j} = " + self._load(idx, ins, f"in{ins.arg}_lo + m_pf{ch} * in{ins.arg}_sm + "
+                                                        f"in{ins.arg}_c{ch}_{j}", f"okm_pf{ch} & okn_{ch}_{j}")
                     for j in range(lay.RN) for idx, ins in rowwise]
         if lay.rows_unrolled:
             ind, group = "", [str(i) for i in range(lay.RM)]
@@ -158,48 +148,77 @@ class EpilogueWriter:
             ind, group = "    ", ["i" if u == 1 else f"(i * {u} + {r})" for r in range(u)]
         # Unique names per element instance: numba's SSA passes are slow on reassignment.
         names = [f"{ch}_{r}" for r in range(len(group))]
-
-        def at(c, j):
-            return lambda t: f"{t}_r{c} + {t}_c{ch}_{j}"
         for iv, c in zip(group, names):
-            m = f"m_{c}"
-            out += [f"{ind}{m} = {row0} + ty + {iv} * {lay.TY}", f"{ind}okm_{c} = {m} < M"]
-            out += [f"{ind}{t}_r{c} = {t}_lo + {m} * {t}_sm" for t in tensors]
-            for k, kind in enumerate(self.kinds):
-                if kind == "row":
-                    out.append(f"{ind}q{k}_{c} = {identity(self.p.reductions[k])}    # row partial of {self.p.reductions[k].name}")
-            if prefetch:
-                out += [f"{ind}v{idx}_{c}_{j} = v{idx}_pf{ch}_{j}    # loaded a trip ahead"
-                        for j in range(lay.RN) for idx, _ in rowwise]
-                out += [f"{ind}m_pf{ch} = {m} + {lay.TY}    # the next trip's row",
-                        f"{ind}okm_pf{ch} = (m_pf{ch} < M) & (i + 1 < {lay.RM})"]
-            for j in range(lay.RN):
-                sfx = f"_{c}_{j}"
-                out.append(f"{ind}ok{sfx} = okm_{c} & okn_{ch}_{j}")
-                out += [f"{ind}v{idx}{sfx} = v{idx}_b{ch}_{j}" for idx, _ in bcast]
-                for idx, ins in ([] if prefetch else rowwise):
-                    out.append(f"{ind}v{idx}{sfx} = " + load(idx, ins, at(c, j)(f"in{ins.arg}"), f"ok{sfx}")
-                               + " (issued early)")
-            if prefetch:
-                out += [f"{ind}v{idx}_pf{ch}_{j} = " + load(idx, ins, f"in{ins.arg}_r{c} + {lay.TY} * in{ins.arg}_sm"
-                                                          f" + in{ins.arg}_c{ch}_{j}", f"okm_pf{ch} & okn_{ch}_{j}")
-                        for j in range(lay.RN) for idx, ins in rowwise]
+            out += [ind + x for x in self._row_terms(ch, c, iv, row0, bcast, rowwise, prefetch)]
         for iv, c in zip(group, names):
-            m = f"m_{c}"
-            for j in range(lay.RN):
-                sfx = f"_{c}_{j}"
-                out.append(f"{ind}if ok{sfx}:")
-                out += [ind + "    " + s for s in self.element(value(iv, j), j, m, f"n_{ch}_{j}", sfx, row=f"_{c}",
-                                                             at=at(c, j))]
-            for slot, k in enumerate(self._row_reductions()):
-                if self.row_park:
-                    stg, pitch = self.row_park
-                    out.append(f"{ind}sts({stg}, (ty + {iv} * {lay.TY}) * {pitch} + {slot * lay.TX} + tx, q{k}_{c})"
-                               "    # park the row partial in this lane's own staged element")
-                else:
-                    out += [ind + s for s in self._row_combine(k, f"q{k}_{c}", m)]
+            out += [ind + x for x in self._row_elements(ch, c, iv, value)]
         if self.row_park:
             out += self._parked_row_combine(row0)
+        return out
+
+    def _tensors(self):
+        return [f"in{k}" for k in range(len(self.p.inputs))] + [f"out{k}" for k in range(len(self.p.outputs))]
+
+    def _load(self, idx, ins, offset, ok):
+        t = self.p.inputs[ins.arg]
+        return f"{_LOADERS[t.dtype]}(in{ins.arg}_p, {offset}) if {ok} else ZERO    # %{idx} = load {t.name}"
+
+    def _column_terms(self, ch, bcast):
+        """Per chunk and owned column j: the column, its bound check, its offset in every tensor
+        and the row-broadcast inputs' values."""
+        out = []
+        for j in range(self.lay.RN):
+            n = f"n_{ch}_{j}"
+            out += [f"{n} = n0 + tx + {j * self.lay.TX}", f"okn_{ch}_{j} = {n} < N"]
+            out += [f"{t}_c{ch}_{j} = {n} * {t}_sn" for t in self._tensors()]
+            out += [f"v{idx}_b{ch}_{j} = " + self._load(idx, ins, f"in{ins.arg}_lo + in{ins.arg}_c{ch}_{j}",
+                                                       f"okn_{ch}_{j}")
+                    for idx, ins in bcast]
+        return out
+
+    def _row_terms(self, ch, c, iv, row0, bcast, rowwise, prefetch):
+        """Per row (instance c, loop index iv): its bound check, its offset in every tensor, its
+        row partials and its input values (or, prefetching, the next trip's loads)."""
+        lay, m = self.lay, f"m_{c}"
+        out = [f"{m} = {row0} + ty + {iv} * {lay.TY}", f"okm_{c} = {m} < M"]
+        out += [f"{t}_r{c} = {t}_lo + {m} * {t}_sm" for t in self._tensors()]
+        for k, kind in enumerate(self.kinds):
+            if kind == "row":
+                out.append(f"q{k}_{c} = {identity(self.p.reductions[k])}    # row partial of {self.p.reductions[k].name}")
+        if prefetch:
+            out += [f"v{idx}_{c}_{j} = v{idx}_pf{ch}_{j}    # loaded a trip ahead"
+                    for j in range(lay.RN) for idx, _ in rowwise]
+            out += [f"m_pf{ch} = {m} + {lay.TY}    # the next trip's row",
+                    f"okm_pf{ch} = (m_pf{ch} < M) & (i + 1 < {lay.RM})"]
+        for j in range(lay.RN):
+            sfx = f"_{c}_{j}"
+            out.append(f"ok{sfx} = okm_{c} & okn_{ch}_{j}")
+            out += [f"v{idx}{sfx} = v{idx}_b{ch}_{j}" for idx, _ in bcast]
+            for idx, ins in ([] if prefetch else rowwise):
+                out.append(f"v{idx}{sfx} = " + self._load(idx, ins, f"in{ins.arg}_r{c} + in{ins.arg}_c{ch}_{j}",
+                                                          f"ok{sfx}") + " (issued early)")
+        if prefetch:
+            out += [f"v{idx}_pf{ch}_{j} = " + self._load(idx, ins, f"in{ins.arg}_r{c} + {lay.TY} * in{ins.arg}_sm"
+                                                        f" + in{ins.arg}_c{ch}_{j}", f"okm_pf{ch} & okn_{ch}_{j}")
+                    for j in range(lay.RN) for idx, ins in rowwise]
+        return out
+
+    def _row_elements(self, ch, c, iv, value):
+        """Per row: every in-bounds element's code, then the row partials (parked, or combined
+        across the row's lanes)."""
+        lay, m, out = self.lay, f"m_{c}", []
+        for j in range(lay.RN):
+            sfx = f"_{c}_{j}"
+            out.append(f"if ok{sfx}:")
+            out += ["    " + s for s in self.element(value(iv, j), j, m, f"n_{ch}_{j}", sfx, row=f"_{c}",
+                                                       at=lambda t, j=j: f"{t}_r{c} + {t}_c{ch}_{j}")]
+        for slot, k in enumerate(self._row_reductions()):
+            if self.row_park:
+                stg, pitch = self.row_park
+                out.append(f"sts({stg}, (ty + {iv} * {lay.TY}) * {pitch} + {slot * lay.TX} + tx, q{k}_{c})"
+                           "    # park the row partial in this lane's own staged element")
+            else:
+                out += self._row_combine(k, f"q{k}_{c}", m)
         return out
 
     def _row_reductions(self):
