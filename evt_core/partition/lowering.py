@@ -65,9 +65,8 @@ def group_tree(g: Graph, group: list[str], needed: set[str], rebatch: bool = Fal
     if split is not None:        # the view and the permute become the accumulator's own layout
         view, perm = split
         body = [n for n in body if n not in split]
-        frame, alias = tuple(perm.shape), {view.name: anchor.name, perm.name: anchor.name}
-    inputs, examples, consts = _operands(g, anchor, body, inside)
-    examples["accum"] = np.empty(frame, np.float32)
+        frame, alias = tuple(perm.shape), {perm.name: anchor.name}
+    inputs, examples, consts = _operands(g, anchor, body, inside, frame)
     outputs = {f"o{k}": n for k, n in enumerate(x for x in group if x in needed and x not in absorbed)}
     for key, n in outputs.items():
         node = g.nodes[n]
@@ -130,11 +129,12 @@ def _rebatch(g: Graph, anchor: Node, body, needed):
     return view, perms[0]
 
 
-def _operands(g: Graph, anchor: Node, body, inside):
+def _operands(g: Graph, anchor: Node, body, inside, frame):
     """(tree parameter -> graph value, examples, uniform scalar constants -> float) for every
-    value the epilogue reads from outside the group, in first-use order."""
+    value the epilogue reads from outside the group, in first-use order; the accumulator's
+    example has the shape `frame`."""
     inputs, consts = {}, {}
-    examples = {"accum": np.empty(anchor.shape, np.float32)}
+    examples = {"accum": np.empty(frame, np.float32)}
     reads = ([anchor.arg("self")] if anchor.op == "addmm" else []) + \
         [i for node in body for i in node.inputs]
     for name in reads:

@@ -51,16 +51,14 @@ def _can_park(lay, n_row_reductions):
 @dataclass(frozen=True)
 class Layout:
     """The epilogue's thread layout (see module docstring). `rows_unrolled`: emit the i loop
-    unrolled (values live in registers indexed by constants) or as a run-time loop (values come
-    from shared memory) of `row_group` rows per trip: the rows of a trip issue their aux loads
-    together and their row-reduction shuffles interleave, so a trip pays one memory and one
-    shuffle-chain latency instead of `row_group`; more live values per trip is the price."""
+    unrolled (values live in registers indexed by constants) or as a run-time loop of one row
+    per trip (values come from shared memory; more rows per trip made W4 spill on mma.sync and
+    tripled numba's build time on sm_90a)."""
     TY: int
     TX: int
     RM: int
     RN: int
     rows_unrolled: bool
-    row_group: int = 1
 
     @property
     def threads(self):
@@ -118,7 +116,7 @@ class EpilogueWriter:
 
     def chunk(self, value, row0="m0"):
         """Lines evaluating every element of the rows [row0, row0 + layout.rows), a group of rows
-        at a time (all RM rows when unrolled, else layout.row_group rows per loop trip). Every aux LOAD
+        at a time (all RM rows when unrolled, else one row per loop trip). Every aux LOAD
         of a group is issued before any of its elements' math and stores: the compiler may not
         move a load above a store through another raw pointer, so loads placed inside each
         element would each pay a full global-memory latency in turn. Column terms (the column,
@@ -131,10 +129,9 @@ class EpilogueWriter:
         # An input that does not span M is the same for every row: loaded once per chunk.
         bcast = [(idx, ins) for idx, ins in loads if not self.p.spans(self.p.inputs[ins.arg])[1]]
         rowwise = [x for x in loads if x not in bcast]
-        u = 1 if lay.rows_unrolled or lay.RM % lay.row_group else lay.row_group
-        # A run-time row loop (one row per trip) loads its rows' inputs one trip ahead, so a
-        # trip's math and stores hide the next trip's global-memory latency.
-        prefetch = bool(rowwise) and not lay.rows_unrolled and u == 1
+        # A run-time row loop loads its rows' inputs one trip ahead, so a trip's math and
+        # stores hide the next trip's global-memory latency.
+        prefetch = bool(rowwise) and not lay.rows_unrolled
         out = self._column_terms(ch, bcast)
         if prefetch:
             out += [f"m_pf{ch} = {row0} + ty", f"okm_pf{ch} = m_pf{ch} < M"]
@@ -144,8 +141,8 @@ class EpilogueWriter:
         if lay.rows_unrolled:
             ind, group = "", [str(i) for i in range(lay.RM)]
         else:
-            out.append(f"for i in range({lay.RM // u}):")
-            ind, group = "    ", ["i" if u == 1 else f"(i * {u} + {r})" for r in range(u)]
+            out.append(f"for i in range({lay.RM}):")
+            ind, group = "    ", ["i"]
         # Unique names per element instance: numba's SSA passes are slow on reassignment.
         names = [f"{ch}_{r}" for r in range(len(group))]
         for iv, c in zip(group, names):
