@@ -20,6 +20,9 @@ _runners = {}
 _lock = threading.Lock()
 
 
+SM90_SCHEDULES = ("auto", "pingpong", "cooperative")
+
+
 class NumbaCudaBackend(Backend):
     name = "numba_cuda"
     options = {
@@ -30,6 +33,10 @@ class NumbaCudaBackend(Backend):
         # call fits it, else the mma.sync kernel (what other GPUs run), the reason in
         # kernel.stages["sm90"]. False: the mma.sync kernel everywhere (comparisons, debugging).
         "sm90": True,
+        # the sm90 kernel's schedule: "pingpong" (each consumer warpgroup owns whole tiles, one's
+        # epilogue overlaps the other's mainloop), "cooperative" (both warpgroups share every
+        # tile), or "auto": ping-pong where every CTA gets two tiles or more (select.sm90_pingpong).
+        "sm90_schedule": "auto",
     }
 
     def available(self):
@@ -52,6 +59,8 @@ class NumbaCudaBackend(Backend):
         for key in options:
             if key not in self.options:
                 return Support(False, f"unknown option {key!r}; numba_cuda takes {sorted(self.options)}")
+        if options.get("sm90_schedule", "auto") not in SM90_SCHEDULES:
+            return Support(False, f"option sm90_schedule={options['sm90_schedule']!r} is not one of {SM90_SCHEDULES}")
         return Support.yes()
 
     def hash(self):

@@ -33,6 +33,7 @@ class Runner:
         self.force_simt = bool(options.get("simt"))
         self.fast_mainloop = bool(options.get("fast_mainloop"))
         self.sm90 = bool(options.get("sm90"))
+        self.schedule = options.get("sm90_schedule", "auto")
         self._fns = {}
         self._ws = {}
         self._plans = {}      # call signature -> _Plan (bind's checks passed for it once)
@@ -45,7 +46,7 @@ class Runner:
     def variant(self, b, a_ptr=None, b_ptr=None):
         """The mainloop variant of this call (select.variant: which and why); records the sm90
         choice or fallback reason under kernel.stages["sm90"]."""
-        chosen, note = select.variant(b, a_ptr, b_ptr, self.force_simt, self.sm90)
+        chosen, note = select.variant(b, a_ptr, b_ptr, self.force_simt, self.sm90, self.schedule)
         if note is not None:
             self.stages["sm90"] = note
         return chosen
@@ -54,9 +55,11 @@ class Runner:
         if variant in self._fns:
             return self._fns[variant]
         if variant[0] == "sm90":
-            main = module_prelude(variant[1], variant[2]) + "\n" + sm90_source(self.p, *variant[1:], self.det)
+            _, ab, kmajor, a_batched, b_batched, pingpong = variant
+            main = module_prelude(ab, kmajor) + "\n" + sm90_source(self.p, ab, kmajor, a_batched, b_batched,
+                                                                    self.det, pingpong)
             fns = {"main": self._load(variant, main, "evt_kernel", sm90_params(self.p),
-                                      launch_sm90.shared_bytes(self.p, self.det))}
+                                      launch_sm90.shared_bytes(self.p, self.det, pingpong))}
         else:
             main = (simt_source(self.p, variant[1], SIM_TILING if simulator() else GPU_TILING, self.det)
                     if variant[0] == "simt" else
@@ -175,7 +178,7 @@ class Runner:
         """(grid, block, partial grid): the last is (n blocks, m blocks, L) of the deterministic
         reduction partials, the grid itself except for the persistent sm90 kernel."""
         if variant[0] == "sm90":
-            return launch_sm90.grid(b)
+            return launch_sm90.grid(b, variant[5])
         t = MMA_TILE if variant[0] == "mma" else SIM_TILING if simulator() else GPU_TILING
         grid = (math.ceil(b.N / t.BN), math.ceil(b.M / t.BM), b.L)
         return grid, (t.threads, 1, 1), grid

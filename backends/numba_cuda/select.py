@@ -19,6 +19,7 @@ from evt_core.errors import KernelCompileError
 from ..gpu import sm90
 from .codegen.mainloop_sm90 import BN, STAGES
 from .runtime import driver
+from .runtime import launch_sm90
 from .runtime.launch_sm90 import encode_maps, tile_count
 
 
@@ -26,10 +27,11 @@ def simulator():
     return os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 
 
-def variant(b, a_ptr, b_ptr, force_simt, use_sm90):
+def variant(b, a_ptr, b_ptr, force_simt, use_sm90, schedule="auto"):
     """(variant, note): note is what kernel.stages["sm90"] records for this call (the sm90
     kernel's description, or why the call falls back to mma.sync), None when sm90 is off.
-    a_ptr, b_ptr: the device addresses the sm90 kernel's tensor maps would read."""
+    a_ptr, b_ptr: the device addresses the sm90 kernel's tensor maps would read. pingpong: the
+    schedule: the sm90 kernel's, "pingpong", "cooperative" or "auto" (sm90_pingpong)."""
     if simulator() or force_simt or b.dtype == "float32":
         return ("simt", b.dtype), None
     note = None
@@ -37,7 +39,9 @@ def variant(b, a_ptr, b_ptr, force_simt, use_sm90):
         why = sm90_refusal(b, a_ptr, b_ptr, driver.compute_capability())
         if why is None:
             kmajor = b_kmajor(b)
-            return ("sm90", b.dtype, kmajor, b.a_strides[0] != 0, b.b_strides[0] != 0), sm90_description(b, kmajor)
+            pp = schedule == "pingpong" or (schedule == "auto" and sm90_pingpong(b))
+            return (("sm90", b.dtype, kmajor, b.a_strides[0] != 0, b.b_strides[0] != 0, pp),
+                    sm90_description(b, kmajor, pp))
         note = f"fallback to the mma.sync kernel: {why}"
     a_layout = _tc_layout(b.a_strides[2], b.a_strides[1])
     b_layout = _tc_layout(b.b_strides[1], b.b_strides[2])
@@ -97,7 +101,16 @@ def b_kmajor(b):
     return False if bN == 1 else None
 
 
-def sm90_description(b, kmajor):
+def sm90_pingpong(b):
+    """Ping-pong hides one warpgroup's epilogue behind the other's mainloop, but a warpgroup
+    then runs a tile's mainloop alone: it pays only where every CTA of the persistent grid has
+    at least two tiles to alternate."""
+    tiles = b.L * tile_count(b.M, sm90.BM) * tile_count(b.N, BN)
+    return tiles >= 2 * launch_sm90.sm_count()
+
+
+def sm90_description(b, kmajor, pingpong):
     tiles = b.L * tile_count(b.M, sm90.BM) * tile_count(b.N, BN)
     return (f"sm_90a warp-specialised kernel: {b.dtype}, tile {sm90.BM}x{BN}x{sm90.BK}, {STAGES} stages, "
-            f"B {'K' if kmajor else 'N'}-major, {tiles} tiles over a persistent grid")
+            f"{'ping-pong' if pingpong else 'cooperative'} schedule, B {'K' if kmajor else 'N'}-major, "
+            f"{tiles} tiles over a persistent grid")

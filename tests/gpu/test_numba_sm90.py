@@ -1,7 +1,8 @@
 """numba_cuda's sm_90a kernel (sm90=True) on an H100/H200: trees with every reduction kind, aux
 inputs and two outputs, fp16 and bf16, edge tiles, K tails, batched and batch-shared operands,
-both B layouts, deterministic partials, poisoned outputs; calls TMA cannot take must fall back
-to mma.sync, still correct, and say so in kernel.stages["sm90"]."""
+both B layouts, deterministic partials, poisoned outputs, both schedules (ping-pong forced on
+shapes too small for "auto" to pick it); calls TMA cannot take must fall back to mma.sync,
+still correct, and say so in kernel.stages["sm90"]."""
 import os
 import sys
 
@@ -40,46 +41,72 @@ def _run(tree, A, B, inputs, what, **opts):
     return k.stages.get("sm90", "")
 
 
+SCHEDULES = ["pingpong", "cooperative"]
+
+
+def _sm90_stage(stage, schedule):
+    return stage.startswith("sm_90a") and (schedule == "auto" or f"{schedule.replace('pingpong', 'ping-pong')} "
+                                           "schedule" in stage)
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
 @pytest.mark.parametrize("ab", ["float16", "bfloat16"])
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
-def test_bias_relu_stats(ab, shape):
+def test_bias_relu_stats(ab, shape, schedule):
     tree, A, B, inputs = case("bias_relu_stats", *shape, ab=ab, out="float16")
-    assert _run(tree, A, B, inputs, f"{ab} {shape}").startswith("sm_90a")
+    stage = _run(tree, A, B, inputs, f"{ab} {shape} {schedule}", sm90_schedule=schedule)
+    assert _sm90_stage(stage, schedule), stage
 
 
+@pytest.mark.parametrize("schedule", SCHEDULES)
 @pytest.mark.parametrize("name,L", [("activations", 0), ("activations", 2), ("means", 3)])
 @pytest.mark.parametrize("ab", ["float16", "bfloat16"])
 @pytest.mark.parametrize("det", [False, True])
-def test_trees(name, L, ab, det):
+def test_trees(name, L, ab, det, schedule):
     tree, A, B, inputs = case(name, L, 150, 264, 48, ab=ab, out="bfloat16" if ab == "bfloat16" else "float16")
-    assert _run(tree, A, B, inputs, f"{name} {ab} det={det}", deterministic=det).startswith("sm_90a")
+    stage = _run(tree, A, B, inputs, f"{name} {ab} det={det} {schedule}", deterministic=det, sm90_schedule=schedule)
+    assert _sm90_stage(stage, schedule), stage
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_many_tiles_per_cta(schedule):
+    """More tiles than two per SM, odd counts per CTA and edge tiles: every CTA alternates
+    warpgroups several times, ring positions wrap across tiles, and auto picks ping-pong."""
+    tree, A, B, inputs = case("bias_relu_stats", 0, 2000, 2056, 200, ab="float16", out="float16")
+    stage = _run(tree, A, B, inputs, schedule, sm90_schedule=schedule)
+    assert _sm90_stage(stage, schedule), stage
+    auto = _run(tree, A, B, inputs, "auto")
+    assert "ping-pong schedule" in auto, auto
 
 
 @pytest.mark.parametrize("layout,fits", [("B_colmajor", True), ("shared_A", True), ("colmajor_aux", True),
                                          ("A_colmajor", False), ("odd_K", False)])
-def test_layouts(layout, fits):
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_layouts(layout, fits, schedule):
     K = 60 if layout == "odd_K" else 64
     tree, A, B, inputs = case("bias_relu_stats", 2, 190, 144, K, col_major_aux=layout == "colmajor_aux")
     A, B = relayout(layout, A, B)
-    stage = _run(tree, A, B, inputs, layout)
+    stage = _run(tree, A, B, inputs, f"{layout} {schedule}", sm90_schedule=schedule)
     assert stage.startswith("sm_90a") if fits else stage.startswith("fallback"), stage
 
 
-def test_deterministic_runs_are_bit_identical():
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_deterministic_runs_are_bit_identical(schedule):
     tree, A, B, inputs = case("bias_relu_stats", 2, 333, 200, 136)
-    k = evt_core.compile(tree, backend="numba_cuda", sm90=True, deterministic=True)
+    k = evt_core.compile(tree, backend="numba_cuda", sm90=True, deterministic=True, sm90_schedule=schedule)
     a, b = k(A, B, **inputs), k(A, B, **inputs)
     for name in a:
         assert np.array_equal(np.asarray(a[name]), np.asarray(b[name]), equal_nan=True), name
 
 
-def test_cuda_graph_capture_with_new_operands():
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_cuda_graph_capture_with_new_operands(schedule):
     """Inside a CUDA-graph capture new A/B addresses need new tensor maps: they are copied on the
     capturing stream (runtime/map_slots.py), so the graph replays the sm_90a kernel on them, and
     eager calls before and after stay correct."""
     torch = pytest.importorskip("torch")
     tree, A, B, inputs = case("bias_relu_stats", 0, 256, 264, 128, ab="float16", out="float16")
-    k = evt_core.compile(tree, backend="numba_cuda", sm90=True)
+    k = evt_core.compile(tree, backend="numba_cuda", sm90=True, sm90_schedule=schedule)
     dev = {n: torch.from_numpy(np.ascontiguousarray(v)).cuda() if hasattr(v, "shape") else v for n, v in inputs.items()}
     tA, tB = torch.from_numpy(A).cuda(), torch.from_numpy(B).cuda()
     ref = evt_core.interpret(tree, A, B, **inputs)

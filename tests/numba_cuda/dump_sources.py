@@ -58,8 +58,9 @@ def sources():
             for dt, ak, bk, fast in itertools.product(HALF, BOOL, BOOL, BOOL):
                 put(f"mma/{tname}/{dt}/a{ak}/b{bk}/fast{fast}/det{det}",
                     mma.mma_source(p, dt, ak, bk, det, fast_mainloop=fast))
-            for dt, bk, ab, bb in itertools.product(HALF, BOOL, BOOL, BOOL):
-                put(f"sm90/{tname}/{dt}/b{bk}/aL{ab}/bL{bb}/det{det}", sm90.sm90_source(p, dt, bk, ab, bb, det))
+            for dt, bk, ab, bb, pp in itertools.product(HALF, BOOL, BOOL, BOOL, BOOL):
+                put(f"sm90/{tname}/{dt}/b{bk}/aL{ab}/bL{bb}/det{det}" + ("/pp" if pp else ""),
+                    sm90.sm90_source(p, dt, bk, ab, bb, det, pp))
         if p.reductions:
             put(f"finish/{tname}", finish.finish_source(p))
         put(f"params/{tname}", repr([abi.main_params(p), abi.finish_params(p), sm90.sm90_params(p)]))

@@ -143,7 +143,7 @@ def test_sm90_fast_path_refills_the_tensor_maps(recorded, monkeypatch):
     encoded = []
     monkeypatch.setattr(launch_sm90, "_slots", Slots())
     monkeypatch.setattr(driver, "compute_capability", lambda: (9, 0))
-    monkeypatch.setattr(launch_sm90, "_sm_count", lambda: 132)
+    monkeypatch.setattr(launch_sm90, "sm_count", lambda: 132)
     monkeypatch.setattr(launch_sm90, "watchdog_pointer", lambda: 0x77)
     monkeypatch.setattr(tensormap, "encode", lambda ptr, *a, **k: encoded.append(ptr) or ptr.to_bytes(128, "little"))
     M, N, K = 256, 128, 64

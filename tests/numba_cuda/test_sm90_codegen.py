@@ -11,7 +11,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 from evt_backends.gpu import sm90  # noqa: E402
 
-KERNELS = ("bare", "bias_gelu", "reductions_aux_two_outputs", "means_batched")
+KERNELS = ("bare", "bias_gelu", "reductions_aux_two_outputs", "means_batched", "pingpong_bias_gelu",
+           "pingpong_reductions")
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +29,8 @@ def sass(tmp_path_factory):
 @pytest.mark.parametrize("name", KERNELS)
 def test_sass_is_warp_specialised_wgmma_with_tma(sass, name):
     built, ops = sass[name]
-    assert ops["HGMMA"] >= sm90.K16_STEPS, ops        # 4 x m64n128k16 per k-block, on the tensor cores
+    frags = 2 if name.startswith("pingpong") else 1
+    assert ops["HGMMA"] >= frags * sm90.K16_STEPS, ops   # 4 x m64n128k16 per k-block and fragment
     assert ops["UTMALDG"] >= 2, ops                   # A and B by TMA
     assert ops["USETMAXREG"] == 2, ops                # producer dec + consumer inc survived the build
     assert ops["LDL"] == 0 and ops["STL"] == 0, ops   # no local memory
@@ -113,3 +115,25 @@ def test_entry_name_from_the_cubin(sass):
     from evt_backends.numba_cuda.runtime.build_sm90 import kernel_entry
     built = sass["bare"][0]
     assert kernel_entry(built.image) == built.entry and "evt_kernel" in built.entry
+
+
+@pytest.mark.parametrize("M,N,L,pingpong", [(128 * 16, 128 * 16, 1, False),    # 256 tiles < 2 x 132 SMs
+                                            (128 * 16, 128 * 17, 1, True),     # 272 tiles
+                                            (128 * 4, 128 * 11, 6, True),      # batches count too
+                                            (1, 16, 1, False)])
+def test_auto_schedule_takes_ping_pong_from_two_tiles_per_cta(monkeypatch, M, N, L, pingpong):
+    from evt_backends.numba_cuda import select
+    from evt_backends.numba_cuda.runtime import launch_sm90
+    monkeypatch.setattr(launch_sm90, "sm_count", lambda: 132)
+    assert select.sm90_pingpong(_bound(M=M, N=N, L=L)) is pingpong
+
+
+def test_schedule_option_is_checked():
+    import numpy as np
+    import evt_core
+    from evt_backends.numba_cuda.backend import NumbaCudaBackend
+    tree = evt_core.trace(lambda accum: {"D": accum}, {"accum": np.empty((4, 4), np.float32),
+                                                        "D": np.empty((4, 4), np.float16)})
+    got = NumbaCudaBackend().supports(tree, {"sm90_schedule": "fast"})
+    assert not got and "sm90_schedule='fast' is not one of" in got.reason, got
+    assert NumbaCudaBackend().supports(tree, {"sm90_schedule": "pingpong"})

@@ -206,9 +206,8 @@ class EpilogueWriter:
         lay, m, out = self.lay, f"m_{c}", []
         for j in range(lay.RN):
             sfx = f"_{c}_{j}"
-            out.append(f"if ok{sfx}:")
-            out += ["    " + s for s in self.element(value(iv, j), j, m, f"n_{ch}_{j}", sfx, row=f"_{c}",
-                                                       at=lambda t, j=j: f"{t}_r{c} + {t}_c{ch}_{j}")]
+            out += self.element(value(iv, j), j, m, f"n_{ch}_{j}", sfx, row=f"_{c}",
+                                at=lambda t, j=j: f"{t}_r{c} + {t}_c{ch}_{j}", ok=f"ok{sfx}")
         for slot, k in enumerate(self._row_reductions()):
             if self.row_park:
                 stg, pitch = self.row_park
@@ -263,9 +262,14 @@ class EpilogueWriter:
         out.append(f"    {self.global_combine(k, q, m, None)}    # {red.name}")
         return out
 
-    def element(self, accum_src, j, m="m", n="n", sfx="", row="", at=None):
-        """Straight-line code for one in-bounds element (m, n): one line per IR instruction.
-        at(t): the source of the element's offset in tensor t (default: from m and n)."""
+    def element(self, accum_src, j, m="m", n="n", sfx="", row="", at=None, ok=None):
+        """Straight-line code for one element (m, n): one line per IR instruction.
+        at(t): the source of the element's offset in tensor t (default: from m and n).
+        ok: the source of the element's bound check, or None for an element known in bounds.
+        The math runs unguarded (its inputs are zero past the edges; a value computed there is
+        never used) and only stores and reductions test `ok`: a branch around each element
+        kept the compiler from overlapping one element's shared- and global-memory latency
+        with the next element's work."""
         p, lines = self.p, []
         at = at or (lambda t: self.index(t, m, n))
         for idx, ins in enumerate(p.instrs):
@@ -280,36 +284,36 @@ class EpilogueWriter:
             elif ins.op is Op.CONST:
                 lines.append(f"{v} = float32({float(ins.arg)!r})    # %{idx} = const")
             elif ins.op is Op.STORE:
-                lines += self._store(idx, ins, a[0], m, n, at)
+                lines += self._store(idx, ins, a[0], m, n, at, ok)
             elif ins.op in (Op.SUM, Op.MEAN, Op.AMAX, Op.AMIN):
-                lines += self._reduce(idx, ins, a[0], j, m, n, row)
+                lines += self._reduce(idx, ins, a[0], j, m, n, row, ok)
             else:
                 lines.append(f"{v} = {spell(ins.op, a)}    # %{idx} = {ins.op.value}")
         return lines
 
-    def _store(self, idx, ins, src, m, n, at):
+    def _store(self, idx, ins, src, m, n, at, ok=None):
         t = self.p.outputs[ins.arg]
         sl, sm, sn = self.p.spans(t)
         # An output that does not span an axis is written only at coordinate 0 of it.
         guard = [c for c, s in (("(l == 0)", sl), (f"({m} == 0)", sm), (f"({n} == 0)", sn)) if not s]
+        guard = ([ok] if ok else []) + guard
         call = (f"{_STORERS[t.dtype]}(out{ins.arg}_p, {at(f'out{ins.arg}')}, {src})"
                 f"    # %{idx} = store {t.name}")
         if guard:
             return [f"if {' & '.join(guard)}:", "    " + call]
         return [call]
 
-    def _reduce(self, idx, ins, src, j, m, n, row=""):
+    def _reduce(self, idx, ins, src, j, m, n, row="", ok=None):
         k, red = ins.arg, self.p.reductions[ins.arg]
         contrib = f"-{src}" if red.op is Op.AMIN else src
         note = f"    # %{idx} = {red.op.value} -> {red.name}"
         kind = self.kinds[k]
-        if kind == "all":
-            return [f"p{k} = {combine(red, f'p{k}', contrib)}{note}"]
-        if kind == "col":
-            return [f"p{k}_{j} = {combine(red, f'p{k}_{j}', contrib)}{note}"]
-        if kind == "row":
-            return [f"q{k}{row} = {combine(red, f'q{k}{row}', contrib)}{note}"]
-        return [self.global_combine(k, contrib, m, n) + note]
+        if kind == "elem":
+            line = self.global_combine(k, contrib, m, n) + note
+            return [f"if {ok}:", "    " + line] if ok else [line]
+        p = {"all": f"p{k}", "col": f"p{k}_{j}", "row": f"q{k}{row}"}[kind]
+        new = combine(red, p, contrib)
+        return [f"{p} = {f'{new} if {ok} else {p}' if ok else new}{note}"]
 
     # ---- CTA-level combines ------------------------------------------------------------------
 

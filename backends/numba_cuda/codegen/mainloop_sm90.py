@@ -37,8 +37,8 @@ def module_prelude(ab_dtype, b_kmajor):
             f"ZERO_ACC = ({', '.join(['ZERO'] * N_ACC)},)\n")
 
 
-def sm90_source(program, ab_dtype, b_kmajor, a_batched, b_batched, deterministic):
-    lay = SmemLayout(program, BN, STAGES, deterministic)
+def sm90_source(program, ab_dtype, b_kmajor, a_batched, b_batched, deterministic, pingpong=False):
+    lay = SmemLayout(program, BN, STAGES, deterministic, pingpong)
     body = [
         "smem = cuda.shared.array(0, uint8)",
         "sbase = smem_align1024(smem)     # 1024-aligned: the swizzle atom",
@@ -51,14 +51,16 @@ def sm90_source(program, ab_dtype, b_kmajor, a_batched, b_batched, deterministic
         "if thread == 0:",
         f"    for s in range({STAGES}):",
         "        mbar_init(bars + 8 * s, 1)            # full: the producer's expect_tx arrival",
-        f"        mbar_init(bars + 8 * ({STAGES} + s), 2)  # empty: one arrival per consumer warpgroup",
+        f"        mbar_init(bars + 8 * ({STAGES} + s), {1 if pingpong else 2})  # empty: one arrival per "
+        "consumer warpgroup reading the slot",
         "    fence_barrier_init()",
         "cuda.syncthreads()",
         "if wgid == 0:",
     ]
     body += ["    " + s for s in _producer(b_kmajor, a_batched, b_batched)]
     body.append("else:")
-    body += ["    " + s for s in _consumer(program, b_kmajor, deterministic, lay)]
+    consumer = _consumer_pingpong if pingpong else _consumer
+    body += ["    " + s for s in consumer(program, b_kmajor, deterministic, lay)]
     src = f"def evt_kernel({arg_list(sm90_params(program))}):\n" + "\n".join("    " + s if s else "" for s in body)
     return src + "\n"
 
@@ -118,11 +120,41 @@ def _producer(b_kmajor, a_batched, b_batched):
     return out
 
 
-def _consumer(program, b_kmajor, deterministic, lay):
+def _k_loop(b_kmajor, frags):
+    """The consumer's k-loop over one tile: frags = [(accumulator tuple, byte offset of its 64
+    rows of A inside a stage)], each one m64n128 wgmma per k16 step. A slot is released one
+    k-block late (wait_group 1 keeps one wgmma group in flight)."""
     stage = sm90.stage_bytes(BN)
     a_bytes = sm90.a_stage_bytes()
     ka, la, sa_ = sm90.DESC_K_MAJOR
     kb_, lb, sb_ = sm90.DESC_K_MAJOR if b_kmajor else sm90.DESC_N_MAJOR
+    out = ["prev = -1",
+           "for kb in range(ktiles):",
+           f"    mbar_wait(bars + 8 * s, ph, werr, {WAIT_FULL})   # TMA filled slot s",
+           f"    sa = sbase + s * {stage}",
+           f"    sb = sa + {a_bytes}"]
+    out += [f"    {acc} = wg_fence({acc})" for acc, _ in frags]
+    for k in range(sm90.K16_STEPS):
+        out += [f"    {acc} = wg_mma({acc}, wgmma_desc(sa + {a_off} + {ka * k}, {la}, {sa_}), "
+                f"wgmma_desc(sb + {kb_ * k}, {lb}, {sb_}))" for acc, a_off in frags]
+    out += ["    wg_commit()"]
+    out += [f"    {acc} = wg_wait1({acc})    # the previous k-block's wgmma is done: release its slot"
+            for acc, _ in frags]
+    out += ["    if (prev >= 0) & (tid == 0):",
+            f"        mbar_arrive(bars + 8 * ({STAGES} + prev))",
+            "    prev = s",
+            "    s = s + 1",
+            f"    if s == {STAGES}:",
+            "        s = 0",
+            "        ph = ph ^ 1"]
+    out += [f"{acc} = wg_wait0({acc})" for acc, _ in frags]
+    out += ["if (prev >= 0) & (tid == 0):",
+            f"    mbar_arrive(bars + 8 * ({STAGES} + prev))"]
+    return out
+
+
+def _consumer(program, b_kmajor, deterministic, lay):
+    """Cooperative: both consumer warpgroups work on every tile, 64 rows each."""
     out = ["# ---- consumer warpgroups: wgmma over the ring, then the fused epilogue ----",
            "setmaxnreg_consumer()",
            "wg = wgid - 1",
@@ -131,28 +163,40 @@ def _consumer(program, b_kmajor, deterministic, lay):
            "tile = cuda.blockIdx.x",
            "while tile < tiles:"]
     out += _tile_coords("    ")
-    out += ["    acc = ZERO_ACC",
-            "    prev = -1",
-            "    for kb in range(ktiles):",
-            f"        mbar_wait(bars + 8 * s, ph, werr, {WAIT_FULL})   # TMA filled slot s",
-            f"        sa = sbase + s * {stage} + wg * {sm90.A_HALF_BYTES}",
-            f"        sb = sbase + s * {stage} + {a_bytes}",
-            "        acc = wg_fence(acc)"]
-    for k in range(sm90.K16_STEPS):
-        out.append(f"        acc = wg_mma(acc, wgmma_desc(sa + {ka * k}, {la}, {sa_}), "
-                   f"wgmma_desc(sb + {kb_ * k}, {lb}, {sb_}))")
-    out += ["        wg_commit()",
-            "        acc = wg_wait1(acc)    # the previous k-block's wgmma is done: release its slot",
-            "        if (prev >= 0) & (tid == 0):",
-            f"            mbar_arrive(bars + 8 * ({STAGES} + prev))",
-            "        prev = s",
-            "        s = s + 1",
-            f"        if s == {STAGES}:",
-            "            s = 0",
-            "            ph = ph ^ 1",
-            "    acc = wg_wait0(acc)",
-            "    if (prev >= 0) & (tid == 0):",
-            f"        mbar_arrive(bars + 8 * ({STAGES} + prev))"]
-    out += ["    " + x for x in epilogue_lines(program, lay, N_ACC, deterministic)]
+    out.append("    acc = ZERO_ACC")
+    out += ["    " + x for x in _k_loop(b_kmajor, [("acc", f"wg * {sm90.A_HALF_BYTES}")])]
+    out += ["    " + x for x in epilogue_lines(program, lay, ["acc"], deterministic)]
     out.append("    tile = tile + cuda.gridDim.x")
+    return out
+
+
+def _consumer_pingpong(program, b_kmajor, deterministic, lay):
+    """Ping-pong: the CTA's tiles go alternately to WG1 and WG2, each holding a whole 128 x 128
+    tile as two m64n128 fragments. Named barriers 3 and 4 order the mainloops (WG1's tile i,
+    then WG2's tile i + 1, ...), so one warpgroup has the tensor cores while the other runs
+    its epilogue. The producer streams every tile through one ring in tile order, so a
+    consumer's tile `it` (its index among the CTA's tiles) starts at ring position
+    it * ktiles; slot and phase depend only on that position mod 2 * STAGES."""
+    ring = 2 * STAGES
+    assert ring & (ring - 1) == 0, "slot and phase from position bits need a power-of-two ring"
+    out = ["# ---- consumer warpgroups: whole tiles in turn; mainloops ordered, epilogues overlapped ----",
+           "setmaxnreg_consumer()",
+           "wg = wgid - 1",
+           "it = wg",
+           "tile = cuda.blockIdx.x + wg * cuda.gridDim.x",
+           "while tile < tiles:"]
+    out += _tile_coords("    ")
+    out += ["    acc0 = ZERO_ACC",
+            "    acc1 = ZERO_ACC",
+            "    if it > 0:",
+            "        named_bar_sync(3 + wg, 256)    # the other warpgroup's previous mainloop is done",
+            f"    pos = ((it & {ring - 1}) * (ktiles & {ring - 1})) & {ring - 1}   # ring position mod {ring}",
+            f"    s = pos & {STAGES - 1}",
+            f"    ph = pos // {STAGES}"]
+    out += ["    " + x for x in _k_loop(b_kmajor, [("acc0", "0"), ("acc1", str(sm90.A_HALF_BYTES))])]
+    out += ["    if tile + cuda.gridDim.x < tiles:",
+            "        named_bar_arrive(4 - wg, 256)    # the other warpgroup's next mainloop may start"]
+    out += ["    " + x for x in epilogue_lines(program, lay, ["acc0", "acc1"], deterministic)]
+    out += ["    tile = tile + 2 * cuda.gridDim.x",
+            "    it = it + 2"]
     return out

@@ -115,6 +115,9 @@ setmaxnreg_consumer = _void_intrinsic(f"setmaxnreg.inc.sync.aligned.u32 {CONSUME
 # bar.sync with an id other than 0 (__syncthreads' barrier) over `count` threads: one consumer
 # warpgroup synchronises without the other two warpgroups.
 named_bar_sync = _void_intrinsic("bar.sync $0, $1;", "r,r,~{memory}", 2, {0, 1})
+# bar.arrive: count towards barrier $0 without waiting (the ping-pong hand-over: the warpgroup
+# that is done signals the one waiting in bar.sync on the same id and count).
+named_bar_arrive = _void_intrinsic("bar.arrive $0, $1;", "r,r,~{memory}", 2, {0, 1})
 
 
 @intrinsic

@@ -14,7 +14,7 @@ from ...gpu import sm90, tensormap
 from . import driver
 from .map_slots import MapSlots
 from ..codegen.mainloop_sm90 import BN, STAGES, WAIT_EMPTY, WAIT_FULL
-from ..codegen.epilogue_sm90 import SmemLayout
+from ..codegen.epilogue_sm90 import SmemLayout, staged_rows
 
 _MULTIPROCESSOR_COUNT = 16        # CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
 _HOSTALLOC_PORTABLE_DEVICEMAP = 0x03
@@ -49,16 +49,17 @@ def tile_count(n, t):
     return -(-n // t)
 
 
-def grid(b):
+def grid(b, pingpong):
     """(launch grid, block, the reduction partial grid (n blocks, m blocks, L)): one CTA per SM at
-    most (persistent), and one deterministic partial slot per 64-row consumer block."""
+    most (persistent), and one deterministic partial slot per block of rows a consumer
+    warpgroup evaluates (64 cooperative, 128 ping-pong: codegen/epilogue_sm90.staged_rows)."""
     tm, tn = tile_count(b.M, sm90.BM), tile_count(b.N, BN)
-    ctas = min(b.L * tm * tn, _sm_count())
-    return (ctas, 1, 1), (sm90.THREADS, 1, 1), (tn, tm * (sm90.BM // sm90.WG_ROWS), b.L)
+    ctas = min(b.L * tm * tn, sm_count())
+    return (ctas, 1, 1), (sm90.THREADS, 1, 1), (tn, tm * (sm90.BM // staged_rows(pingpong)), b.L)
 
 
-def shared_bytes(program, deterministic):
-    return SmemLayout(program, BN, STAGES, deterministic).total
+def shared_bytes(program, deterministic, pingpong):
+    return SmemLayout(program, BN, STAGES, deterministic, pingpong).total
 
 
 def extra_values(b, maps):
@@ -109,7 +110,7 @@ def check_watchdog():
 _sms = {}
 
 
-def _sm_count():
+def sm_count():
     cu, dev = driver.lib(), ctypes.c_int()
     driver._check("cuCtxGetDevice", cu.cuCtxGetDevice(ctypes.byref(dev)))
     if dev.value not in _sms:
