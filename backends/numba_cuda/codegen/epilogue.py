@@ -296,7 +296,10 @@ class EpilogueWriter:
         sl, sm, sn = self.p.spans(t)
         # An output that does not span an axis is written only at coordinate 0 of it.
         guard = [c for c, s in (("(l == 0)", sl), (f"({m} == 0)", sm), (f"({n} == 0)", sn)) if not s]
-        guard = ([ok] if ok else []) + guard
+        if ok:      # a predicated store: straight-line code (ptx.st_*_if)
+            cond = " & ".join([ok] + guard)
+            return [f"{_STORERS[t.dtype]}_if(out{ins.arg}_p, {at(f'out{ins.arg}')}, {src}, {cond})"
+                    f"    # %{idx} = store {t.name}"]
         call = (f"{_STORERS[t.dtype]}(out{ins.arg}_p, {at(f'out{ins.arg}')}, {src})"
                 f"    # %{idx} = store {t.name}")
         if guard:

@@ -81,6 +81,29 @@ def st_bf16(typingctx, p, off, v):
     return types.void(types.int64, types.int64, types.float32), codegen
 
 
+# Predicated stores: `ok` guards the store inside the instruction (@p st.global), so a guarded
+# element is straight-line code. A Python `if ok:` around st_* becomes a branch per element in
+# the SASS, and the compiler sinks the element's loads into it, serialising their latencies.
+def _store_if(ptx_type, reg, convert):
+    text = f"{{ .reg .pred q; setp.ne.b32 q, $2, 0; @q st.global.{ptx_type} [$0], $1; }}"
+
+    @intrinsic
+    def st_if(typingctx, p, off, v, ok):
+        def codegen(context, builder, sig, args):
+            size = 4 if ptx_type == "f32" else 2
+            addr = builder.add(args[0], builder.mul(args[1], ir.Constant(_I64, size)))
+            _asm(builder, ir.VoidType(), text, f"l,{reg},r,~{{memory}}",
+                 [addr, convert(builder, args[2]), builder.zext(args[3], _I32)])
+        return types.void(types.int64, types.int64, types.float32, types.boolean), codegen
+    return st_if
+
+
+st_f32_if = _store_if("f32", "f", lambda b, v: v)
+st_f16_if = _store_if("b16", "h", lambda b, v: b.bitcast(b.fptrunc(v, _F16), _I16))
+st_bf16_if = _store_if("b16", "h", lambda b, v: _asm(b, _I16, "cvt.rn.bf16.f32 $0, $1;", "=h,f", [v],
+                                                     side_effect=False))
+
+
 @intrinsic
 def red_add(typingctx, p, off, v):
     """Atomic fp32 add into global memory (no return value: compiles to red.global.add.f32)."""

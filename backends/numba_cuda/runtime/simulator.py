@@ -28,6 +28,14 @@ def st_f32(a, off, v):
 st_f16 = st_bf16 = st_f32
 
 
+def st_f32_if(a, off, v, ok):
+    if ok:
+        a[off] = v
+
+
+st_f16_if = st_bf16_if = st_f32_if
+
+
 def red_add(ws, off, v):
     with _lock:
         ws[off] = _F(ws[off]) + _F(v)
