@@ -46,7 +46,7 @@ class Runner:
     def variant(self, b, a_ptr=None, b_ptr=None):
         """The mainloop variant of this call (select.variant: which and why); records the sm90
         choice or fallback reason under kernel.stages["sm90"]."""
-        chosen, note = select.variant(b, a_ptr, b_ptr, self.force_simt, self.sm90, self.schedule)
+        chosen, note = select.variant(b, a_ptr, b_ptr, self.force_simt, self.sm90, self.schedule, self.p)
         if note is not None:
             self.stages["sm90"] = note
         return chosen

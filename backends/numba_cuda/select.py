@@ -5,8 +5,10 @@ A variant is the key the Runner compiles and caches a kernel under:
                                                     cp.async cannot read;
   ('mma', dtype, a_kmajor, b_kmajor)                fp16/bf16 with 16-byte aligned A and B rows
                                                     (K- or M/N-contiguous);
-  ('sm90', dtype, b_kmajor, a_batched, b_batched)   `sm90=True` on an sm_90 GPU when the call
-                                                    fits TMA's rules (sm90_refusal says why not).
+  ('sm90', dtype, b_kmajor, a_batched, b_batched, pingpong)
+                                                    `sm90=True` on an sm_90 GPU when the call
+                                                    fits TMA's rules (sm90_refusal says why not);
+                                                    the schedule from sm90_schedule (sm90_pingpong).
 The Program does not fix the operands' layout, so the choice is made per call from the bound
 strides and device addresses: pure Python, microseconds, unit-tested without a GPU.
 """
@@ -27,11 +29,12 @@ def simulator():
     return os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 
 
-def variant(b, a_ptr, b_ptr, force_simt, use_sm90, schedule="auto"):
+def variant(b, a_ptr, b_ptr, force_simt, use_sm90, schedule="auto", program=None):
     """(variant, note): note is what kernel.stages["sm90"] records for this call (the sm90
     kernel's description, or why the call falls back to mma.sync), None when sm90 is off.
     a_ptr, b_ptr: the device addresses the sm90 kernel's tensor maps would read. pingpong: the
-    schedule: the sm90 kernel's, "pingpong", "cooperative" or "auto" (sm90_pingpong)."""
+    schedule: the sm90 kernel's, "pingpong", "cooperative" or "auto" (sm90_pingpong of
+    `program`)."""
     if simulator() or force_simt or b.dtype == "float32":
         return ("simt", b.dtype), None
     note = None
@@ -39,7 +42,7 @@ def variant(b, a_ptr, b_ptr, force_simt, use_sm90, schedule="auto"):
         why = sm90_refusal(b, a_ptr, b_ptr, driver.compute_capability())
         if why is None:
             kmajor = b_kmajor(b)
-            pp = schedule == "pingpong" or (schedule == "auto" and sm90_pingpong(b))
+            pp = schedule == "pingpong" or (schedule == "auto" and sm90_pingpong(b, program))
             return (("sm90", b.dtype, kmajor, b.a_strides[0] != 0, b.b_strides[0] != 0, pp),
                     sm90_description(b, kmajor, pp))
         note = f"fallback to the mma.sync kernel: {why}"
@@ -101,12 +104,16 @@ def b_kmajor(b):
     return False if bN == 1 else None
 
 
-def sm90_pingpong(b):
-    """Ping-pong hides one warpgroup's epilogue behind the other's mainloop, but a warpgroup
-    then runs a tile's mainloop alone: it pays only where every CTA of the persistent grid has
-    at least two tiles to alternate."""
+def sm90_pingpong(b, program):
+    """Ping-pong hides one warpgroup's epilogue behind the other's mainloop, but then only 4
+    warps run an epilogue where cooperative runs 8, for twice the rows. So "auto" takes it
+    where every CTA of the persistent grid has two tiles or more to alternate and the epilogue
+    loads no input per row (an (M, N) residual or gradient input): such loads are latency-bound
+    and need the 8 warps. Measured on the H200 (bench/RESULTS.md, 2026-12-01): ping-pong 4-5 %
+    faster on R0, W1 and W3, 8-45 % slower on W2 and W4."""
     tiles = b.L * tile_count(b.M, sm90.BM) * tile_count(b.N, BN)
-    return tiles >= 2 * launch_sm90.sm_count()
+    per_row_loads = any(program.spans(t)[1] for t in program.inputs)
+    return tiles >= 2 * launch_sm90.sm_count() and not per_row_loads
 
 
 def sm90_description(b, kmajor, pingpong):

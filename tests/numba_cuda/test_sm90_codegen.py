@@ -122,10 +122,16 @@ def test_entry_name_from_the_cubin(sass):
                                             (128 * 4, 128 * 11, 6, True),      # batches count too
                                             (1, 16, 1, False)])
 def test_auto_schedule_takes_ping_pong_from_two_tiles_per_cta(monkeypatch, M, N, L, pingpong):
+    import evt_core
+    from bench.workloads import WORKLOADS
     from evt_backends.numba_cuda import select
     from evt_backends.numba_cuda.runtime import launch_sm90
     monkeypatch.setattr(launch_sm90, "sm_count", lambda: 132)
-    assert select.sm90_pingpong(_bound(M=M, N=N, L=L)) is pingpong
+    traced = {w: evt_core.trace(WORKLOADS[w].epilogue, WORKLOADS[w].example(64, 64)).program for w in WORKLOADS}
+    for w in ("W1", "W3"):            # bias row, no input: the epilogue hides behind the other mainloop
+        assert select.sm90_pingpong(_bound(M=M, N=N, L=L), traced[w]) is pingpong, w
+    for w in ("W2", "W4"):            # an (M, N) input per row: latency-bound, needs all 8 warps
+        assert select.sm90_pingpong(_bound(M=M, N=N, L=L), traced[w]) is False, w
 
 
 def test_schedule_option_is_checked():
