@@ -19,7 +19,8 @@ import numpy as np
 from evt_core.errors import KernelCompileError
 
 from ..gpu import sm90
-from .codegen.mainloop_sm90 import BN, STAGES
+from .codegen.epilogue_sm90 import SmemLayout, tile_inputs
+from .codegen.mainloop_sm90 import BN
 from .runtime import driver
 from .runtime import launch_sm90
 from .runtime.launch_sm90 import encode_maps, tile_count
@@ -29,12 +30,12 @@ def simulator():
     return os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 
 
-def variant(b, a_ptr, b_ptr, force_simt, use_sm90, schedule="auto", program=None):
+def variant(b, a_ptr, b_ptr, force_simt, use_sm90, schedule="auto", program=None, in_ptrs=(), deterministic=False):
     """(variant, note): note is what kernel.stages["sm90"] records for this call (the sm90
     kernel's description, or why the call falls back to mma.sync), None when sm90 is off.
     a_ptr, b_ptr: the device addresses the sm90 kernel's tensor maps would read. pingpong: the
     schedule: the sm90 kernel's, "pingpong", "cooperative" or "auto" (sm90_pingpong of
-    `program`)."""
+    `program`); in_ptrs: the inputs' device addresses (sm90_aux_async)."""
     if simulator() or force_simt or b.dtype == "float32":
         return ("simt", b.dtype), None
     note = None
@@ -43,8 +44,9 @@ def variant(b, a_ptr, b_ptr, force_simt, use_sm90, schedule="auto", program=None
         if why is None:
             kmajor = b_kmajor(b)
             pp = schedule == "pingpong" or (schedule == "auto" and sm90_pingpong(b, program))
-            return (("sm90", b.dtype, kmajor, b.a_strides[0] != 0, b.b_strides[0] != 0, pp),
-                    sm90_description(b, kmajor, pp))
+            aux = not pp and sm90_aux_async(b, program, in_ptrs, deterministic)
+            return (("sm90", b.dtype, kmajor, b.a_strides[0] != 0, b.b_strides[0] != 0, pp, aux),
+                    sm90_description(b, kmajor, pp, aux))
         note = f"fallback to the mma.sync kernel: {why}"
     a_layout = _tc_layout(b.a_strides[2], b.a_strides[1])
     b_layout = _tc_layout(b.b_strides[1], b.b_strides[2])
@@ -116,8 +118,25 @@ def sm90_pingpong(b, program):
     return tiles >= 2 * launch_sm90.sm_count() and not per_row_loads
 
 
-def sm90_description(b, kmajor, pingpong):
+def sm90_aux_async(b, program, in_ptrs, deterministic):
+    """The cooperative kernel copies its (M, N) inputs into shared memory with cp.async under the
+    mainloop (codegen/epilogue_sm90.aux_copy_lines) when each one's rows are N-contiguous, its
+    base and row and batch strides 16-byte aligned, and the buffers leave room for a ring of
+    three slots (so fp32 tile inputs, 64 KB of buffers, stay on the per-row path)."""
+    ks = tile_inputs(program) if program is not None else []
+    if not ks or len(in_ptrs) < len(program.inputs):
+        return False
+    for k in ks:
+        es = np.dtype(program.inputs[k].dtype).itemsize if program.inputs[k].dtype != "bfloat16" else 2
+        sl, sm, sn = b.inputs[k].strides
+        if sn != 1 or (sm * es) % 16 or (sl * es) % 16 or in_ptrs[k] % 16:
+            return False
+    lay = SmemLayout(program, BN, deterministic, False, True)
+    return lay.fits and lay.stages >= 3
+
+
+def sm90_description(b, kmajor, pingpong, aux_async=False):
     tiles = b.L * tile_count(b.M, sm90.BM) * tile_count(b.N, BN)
-    return (f"sm_90a warp-specialised kernel: {b.dtype}, tile {sm90.BM}x{BN}x{sm90.BK}, {STAGES} stages, "
+    return (f"sm_90a warp-specialised kernel: {b.dtype}, tile {sm90.BM}x{BN}x{sm90.BK}, "
             f"{'ping-pong' if pingpong else 'cooperative'} schedule, B {'K' if kmajor else 'N'}-major, "
-            f"{tiles} tiles over a persistent grid")
+            f"{'(M, N) inputs staged by cp.async, ' if aux_async else ''}{tiles} tiles over a persistent grid")

@@ -68,6 +68,19 @@ def test_trees(name, L, ab, det, schedule):
     assert _sm90_stage(stage, schedule), stage
 
 
+@pytest.mark.parametrize("ab", ["float16", "bfloat16"])
+@pytest.mark.parametrize("shape,staged", [((0, 200, 136, 72), True), ((2, 129, 264, 96), True),
+                                          ((0, 77, 48, 40), True), ((0, 1, 16, 8), True),
+                                          ((0, 150, 52, 64), False)],    # 104-byte rows: per-row loads
+                         ids=lambda x: "x".join(map(str, x)) if isinstance(x, tuple) else str(x))
+def test_tile_inputs_staged_by_cp_async(ab, shape, staged):
+    """An (M, N) fp16/bf16 input is copied into shared memory under the mainloop (cooperative
+    schedule), zero-filled past the edges; rows that are not 16-byte aligned are loaded per row."""
+    tree, A, B, inputs = case("dgelu", *shape, ab=ab, out=ab)
+    stage = _run(tree, A, B, inputs, f"dgelu {ab} {shape}", sm90_schedule="cooperative")
+    assert stage.startswith("sm_90a") and ("staged by cp.async" in stage) is staged, stage
+
+
 @pytest.mark.parametrize("schedule", SCHEDULES)
 def test_many_tiles_per_cta(schedule):
     """More tiles than two per SM, odd counts per CTA and edge tiles: every CTA alternates

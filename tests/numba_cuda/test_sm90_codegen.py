@@ -12,7 +12,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from evt_backends.gpu import sm90  # noqa: E402
 
 KERNELS = ("bare", "bias_gelu", "reductions_aux_two_outputs", "means_batched", "pingpong_bias_gelu",
-           "pingpong_reductions")
+           "pingpong_reductions", "staged_dgelu")
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +32,8 @@ def test_sass_is_warp_specialised_wgmma_with_tma(sass, name):
     frags = 2 if name.startswith("pingpong") else 1
     assert ops["HGMMA"] >= frags * sm90.K16_STEPS, ops   # 4 x m64n128k16 per k-block and fragment
     assert ops["UTMALDG"] >= 2, ops                   # A and B by TMA
+    if name.startswith("staged"):
+        assert ops["LDGSTS"] >= 1, ops                # the (M, N) input by cp.async
     assert ops["USETMAXREG"] == 2, ops                # producer dec + consumer inc survived the build
     assert ops["LDL"] == 0 and ops["STL"] == 0, ops   # no local memory
     assert ops["CALL"] == 0, ops                      # no int64 division helpers, everything inlined
@@ -143,3 +145,26 @@ def test_schedule_option_is_checked():
     got = NumbaCudaBackend().supports(tree, {"sm90_schedule": "fast"})
     assert not got and "sm90_schedule='fast' is not one of" in got.reason, got
     assert NumbaCudaBackend().supports(tree, {"sm90_schedule": "pingpong"})
+
+
+def test_tile_inputs_staged_only_when_aligned_and_a_ring_fits():
+    import evt_core
+    from bench.workloads import WORKLOADS
+    from evt_backends.numba_cuda import select
+    from evt_backends.numba_cuda.codegen.epilogue_sm90 import SmemLayout
+    w4 = evt_core.trace(WORKLOADS["W4"].epilogue, WORKLOADS["W4"].example(64, 64)).program   # r: (M, N) fp16
+    k = [t.name for t in w4.inputs].index("r")
+
+    def bound(sm=256, sn=1, sl=0):
+        b = _bound()
+        b.inputs = [SimpleNamespace(strides=(0, 0, 1)) for _ in w4.inputs]
+        b.inputs[k] = SimpleNamespace(strides=(sl, sm, sn))
+        return b
+    ptrs = [0x1000] * len(w4.inputs)
+    assert select.sm90_aux_async(bound(), w4, ptrs, False)
+    assert not select.sm90_aux_async(bound(sm=260), w4, ptrs, False)        # 520-byte rows
+    assert not select.sm90_aux_async(bound(sn=256, sm=1), w4, ptrs, False)  # M-contiguous
+    assert not select.sm90_aux_async(bound(), w4, [0x1008] * len(w4.inputs), False)
+    lay = SmemLayout(w4, 128, False, False, True)
+    assert lay.fits and lay.stages == 3 and lay.aux[k][1] == 64 * 128 * 2
+    assert SmemLayout(w4, 128, False).stages == 4 and not SmemLayout(w4, 128, False).aux

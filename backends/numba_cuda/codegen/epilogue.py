@@ -77,7 +77,8 @@ class EpilogueWriter:
     """Emits epilogue source lines for one Program. `value(i, j)` gives the source of the fp32
     accumulator of element (i, j); i is a literal or the loop variable `i`."""
 
-    def __init__(self, program, layout, deterministic, barrier="cuda.syncthreads()", row_park=None):
+    def __init__(self, program, layout, deterministic, barrier="cuda.syncthreads()", row_park=None,
+                 staged_inputs=None):
         # `barrier`: the statement that synchronises the threads sharing the scratch buffer (the
         # CTA, or one consumer warpgroup of the sm_90 kernel through a named barrier); `tid`
         # in the emitted code is the thread's index among them.
@@ -89,6 +90,10 @@ class EpilogueWriter:
         if row_park and not _can_park(layout, len(self._row_reductions())):
             row_park = None
         self.row_park = row_park
+        # staged_inputs = {input index: (shared base, pitch, loader)}: inputs the kernel has
+        # already copied into shared memory as the tile's rows (row i of the chunk at i * pitch);
+        # they are read from there instead of loaded per row.
+        self.staged = staged_inputs or {}
         # Shared scratch (fp32 elements), used by col/all reductions after the loop. Row
         # reductions need none: the TX lanes that own a row are one aligned group of a warp, so
         # they combine with xor shuffles (a fixed butterfly order: deterministic).
@@ -128,7 +133,8 @@ class EpilogueWriter:
         loads = [(idx, ins) for idx, ins in enumerate(self.p.instrs) if ins.op is Op.LOAD]
         # An input that does not span M is the same for every row: loaded once per chunk.
         bcast = [(idx, ins) for idx, ins in loads if not self.p.spans(self.p.inputs[ins.arg])[1]]
-        rowwise = [x for x in loads if x not in bcast]
+        staged = [(idx, ins) for idx, ins in loads if ins.arg in self.staged and (idx, ins) not in bcast]
+        rowwise = [x for x in loads if x not in bcast and x not in staged]
         # A run-time row loop loads its rows' inputs one trip ahead, so a trip's math and
         # stores hide the next trip's global-memory latency.
         prefetch = bool(rowwise) and not lay.rows_unrolled
@@ -147,6 +153,7 @@ class EpilogueWriter:
         names = [f"{ch}_{r}" for r in range(len(group))]
         for iv, c in zip(group, names):
             out += [ind + x for x in self._row_terms(ch, c, iv, row0, bcast, rowwise, prefetch)]
+            out += [ind + x for x in self._staged_values(c, iv, staged)]
         for iv, c in zip(group, names):
             out += [ind + x for x in self._row_elements(ch, c, iv, value)]
         if self.row_park:
@@ -198,6 +205,15 @@ class EpilogueWriter:
             out += [f"v{idx}_pf{ch}_{j} = " + self._load(idx, ins, f"in{ins.arg}_r{c} + {lay.TY} * in{ins.arg}_sm"
                                                         f" + in{ins.arg}_c{ch}_{j}", f"okm_pf{ch} & okn_{ch}_{j}")
                     for j in range(lay.RN) for idx, ins in rowwise]
+        return out
+
+    def _staged_values(self, c, iv, staged):
+        """Per row: the staged inputs' values, from shared memory (zero past the edges)."""
+        lay, out = self.lay, []
+        for idx, ins in staged:
+            base, pitch, loader = self.staged[ins.arg]
+            out += [f"v{idx}_{c}_{j} = {loader}({base}, (ty + {iv} * {lay.TY}) * {pitch} + tx + {j * lay.TX})"
+                    f"    # %{idx} = load {self.p.inputs[ins.arg].name} (staged)" for j in range(lay.RN)]
         return out
 
     def _row_elements(self, ch, c, iv, value):

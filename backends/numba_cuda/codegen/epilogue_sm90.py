@@ -22,6 +22,8 @@ from ...gpu import sm90
 from .epilogue import EpilogueWriter, Layout
 
 TY, TX = 4, 32          # the warpgroup's warps x lanes in the epilogue layout
+_ESIZE = {"float16": 2, "bfloat16": 2, "float32": 4}
+_SMEM_LOADERS = {"float16": "lds_f16", "bfloat16": "lds_bf16", "float32": "lds"}
 
 
 def staging_pitch(bn):
@@ -35,36 +37,86 @@ def staged_rows(pingpong):
     return 2 * sm90.WG_ROWS if pingpong else sm90.WG_ROWS
 
 
-def _writer(program, bn, deterministic, pingpong):
+def tile_inputs(program):
+    """Indices of the inputs that span M and N (a residual, a saved activation): loaded per
+    element, so the ones worth copying into shared memory ahead of the epilogue."""
+    return [k for k, t in enumerate(program.inputs) if all(program.spans(t)[1:])]
+
+
+def _writer(program, bn, deterministic, pingpong, aux_async=False):
     lay = Layout(TY, TX, staged_rows(pingpong) // TY, bn // TX, rows_unrolled=False)
+    staged = {k: (f"abuf{k}", bn, _SMEM_LOADERS[program.inputs[k].dtype])
+              for k in (tile_inputs(program) if aux_async else [])}
     return EpilogueWriter(program, lay, deterministic, barrier="named_bar_sync(1 + wg, 128)",
-                          row_park=("stg", staging_pitch(bn)))
+                          row_park=("stg", staging_pitch(bn)), staged_inputs=staged)
 
 
 class SmemLayout:
-    """Byte offsets inside the 1024-aligned dynamic shared memory: the ring (STAGES x (A, B)),
+    """Byte offsets inside the 1024-aligned dynamic shared memory: the ring (stages x (A, B)),
     then the fp32 staging (one 64-row buffer per consumer warpgroup, or one shared 128-row
-    buffer for ping-pong: the same bytes), then per consumer warpgroup its reduction scratch,
-    then the mbarriers."""
+    buffer for ping-pong: the same bytes), then per consumer warpgroup its reduction scratch
+    and (aux_async) one 64 x bn buffer per tile input, then the mbarriers. The ring has
+    STAGES slots, or fewer where the aux buffers need the room (`fits` says whether any ring
+    of two slots or more fits)."""
 
-    def __init__(self, program, bn, stages, deterministic, pingpong=False):
+    def __init__(self, program, bn, deterministic, pingpong=False, aux_async=False, stages=None):
+        from .mainloop_sm90 import STAGES
+        assert not (pingpong and aux_async), "aux buffers are per 64-row cooperative warpgroup"
+        if stages is None:      # the deepest ring that fits
+            for stages in range(STAGES, 1, -1):
+                if SmemLayout(program, bn, deterministic, pingpong, aux_async, stages).fits:
+                    break
+        self.stages, self.bn, self.pingpong, self.aux_async = stages, bn, pingpong, aux_async
         self.pitch = staging_pitch(bn)
         self.ring = stages * sm90.stage_bytes(bn)
         self.staging_bytes = staged_rows(pingpong) * self.pitch * 4
         self.staging = self.ring
         self.scratch_bytes = (_writer(program, bn, deterministic, pingpong).scratch_size * 4 + 15) // 16 * 16
         self.scratch = self.staging + (1 if pingpong else 2) * self.staging_bytes
-        self.bars = (self.scratch + 2 * self.scratch_bytes + 7) // 8 * 8
+        self.aux = {}           # input index -> (byte offset of warpgroup 0's buffer, bytes per warpgroup)
+        end = self.scratch + 2 * self.scratch_bytes
+        for k in (tile_inputs(program) if aux_async else []):
+            size = staged_rows(pingpong) * bn * _ESIZE[program.inputs[k].dtype]
+            self.aux[k] = (end, size)
+            end += 2 * size
+        self.bars = (end + 7) // 8 * 8
         self.used = self.bars + 16 * stages
         self.total = self.used + sm90.SWIZZLE_ALIGN      # slack to round the base up to 1024
-        self.bn = bn
-        self.pingpong = pingpong
+        self.fits = self.total <= sm90.MAX_DYNAMIC_SHARED and stages >= 2
+
+
+def aux_copy_lines(program, lay):
+    """At a tile's start (consumer, before its k-loop): this warpgroup copies its 64 rows of
+    every tile input into its aux buffer with cp.async, 16 bytes per copy, zero-filled past
+    M and N, so the copies run under the mainloop and the epilogue reads shared memory.
+    Needs N-contiguous rows and 16-byte aligned bases and row strides (select.aux_async)."""
+    if not lay.aux:
+        return []
+    out = ["named_bar_sync(1 + wg, 128)   # the previous tile's epilogue is done reading the aux buffers",
+           f"m0a = m0 + {sm90.WG_ROWS} * wg"]
+    for k, (off, size) in lay.aux.items():
+        es = _ESIZE[program.inputs[k].dtype]
+        per_chunk = 16 // es                          # elements per 16-byte copy
+        cpr = lay.bn // per_chunk                     # copies per row
+        per_thread = sm90.WG_ROWS * cpr // 128
+        out += [f"abuf{k} = sbase + {off} + wg * {size}    # {program.inputs[k].name}",
+                f"for u in range({per_thread}):",
+                f"    q = tid + 128 * u",
+                f"    ar = q // {cpr}",
+                f"    an = n0 + (q % {cpr}) * {per_chunk}",
+                f"    am = m0a + ar",
+                f"    aok = (am < M) & (an < N)",
+                f"    abytes = min(N - an, {per_chunk}) * {es} if aok else 0",
+                f"    asrc = in{k}_p + (l * in{k}_sl + am * in{k}_sm + an) * {es} if aok else in{k}_p",
+                f"    cp_async16(abuf{k} + q * 16, asrc, abytes)"]
+    out.append("cp_async_commit()")
+    return out
 
 
 def epilogue_lines(program, lay, frags, deterministic):
     """Per tile, after the consumer's final wgmma wait: names m0, n0, mt, nt, l, wg, tid, it and
     the accumulator tuples `frags` (one per 64 rows: one cooperative, two ping-pong)."""
-    epi = _writer(program, lay.bn, deterministic, lay.pingpong)
+    epi = _writer(program, lay.bn, deterministic, lay.pingpong, lay.aux_async)
     P = lay.pitch
     out = ["# ---- fused epilogue: stage the fragments, then evaluate the tree in the SIMT layout ----",
            "ty = tid // 32    # warp of the warpgroup",
@@ -90,6 +142,9 @@ def epilogue_lines(program, lay, frags, deterministic):
         for j in range(len_acc(lay.bn) // 4):
             out.append(f"sts_frag(stg, fr + {r0 + 8 * j}, fr + {r0 + 8 * P + 8 * j}, "
                        f"({acc}[{4 * j}], {acc}[{4 * j + 1}], {acc}[{4 * j + 2}], {acc}[{4 * j + 3}]))")
+    if lay.aux:
+        out += ["cp_async_wait_0()    # this thread's aux copies have landed (the barrier: everyone's)"] + \
+            [f"abuf{k} = sbase + {off} + wg * {size}" for k, (off, size) in lay.aux.items()]
     out.append("named_bar_sync(1 + wg, 128)   # the fragments are staged")
     out += epi.prologue()
     out += epi.chunk(lambda i, j: f"lds(stg, (ty + {i} * {TY}) * {P} + tx + {j * TX})", row0="m0w")

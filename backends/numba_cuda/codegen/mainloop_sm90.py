@@ -13,11 +13,11 @@ thread layout EpilogueWriter expects, so every op, reduction and deterministic m
 mma.sync kernel works unchanged.
 """
 from ...gpu import sm90
-from .epilogue_sm90 import SmemLayout, epilogue_lines
+from .epilogue_sm90 import SmemLayout, aux_copy_lines, epilogue_lines
 from .abi import Param, arg_list, main_params
 
 BN = 128                          # columns per CTA tile: m64n128k16, 64 fp32 accumulators per thread
-STAGES = 4
+STAGES = 4                        # ring depth; 3 where staged aux inputs need the room (SmemLayout)
 N_ACC = BN // 2
 WAIT_FULL, WAIT_EMPTY = 1, 2      # watchdog codes: which wait timed out
 
@@ -37,27 +37,31 @@ def module_prelude(ab_dtype, b_kmajor):
             f"ZERO_ACC = ({', '.join(['ZERO'] * N_ACC)},)\n")
 
 
-def sm90_source(program, ab_dtype, b_kmajor, a_batched, b_batched, deterministic, pingpong=False):
-    lay = SmemLayout(program, BN, STAGES, deterministic, pingpong)
+def sm90_source(program, ab_dtype, b_kmajor, a_batched, b_batched, deterministic, pingpong=False,
+                aux_async=False):
+    """aux_async: the epilogue's (M, N) inputs are copied into shared memory by cp.async while
+    the tile's mainloop runs (epilogue_sm90.aux_copy_lines), instead of loaded per row."""
+    lay = SmemLayout(program, BN, deterministic, pingpong, aux_async)
+    stages = lay.stages
     body = [
         "smem = cuda.shared.array(0, uint8)",
         "sbase = smem_align1024(smem)     # 1024-aligned: the swizzle atom",
-        f"bars = sbase + {lay.bars}        # full[s] at bars + 8s, empty[s] at bars + 8({STAGES} + s)",
+        f"bars = sbase + {lay.bars}        # full[s] at bars + 8s, empty[s] at bars + 8({stages} + s)",
         "thread = cuda.threadIdx.x",
         "wgid = warp_uniform(thread // 128)   # 0 producer, 1 and 2 consumers",
         "tid = thread % 128",
         f"tiles = L * tiles_m * tiles_n",
         f"ktiles = udiv32(K + {sm90.BK - 1}, {sm90.BK})",
         "if thread == 0:",
-        f"    for s in range({STAGES}):",
+        f"    for s in range({stages}):",
         "        mbar_init(bars + 8 * s, 1)            # full: the producer's expect_tx arrival",
-        f"        mbar_init(bars + 8 * ({STAGES} + s), {1 if pingpong else 2})  # empty: one arrival per "
+        f"        mbar_init(bars + 8 * ({stages} + s), {1 if pingpong else 2})  # empty: one arrival per "
         "consumer warpgroup reading the slot",
         "    fence_barrier_init()",
         "cuda.syncthreads()",
         "if wgid == 0:",
     ]
-    body += ["    " + s for s in _producer(b_kmajor, a_batched, b_batched)]
+    body += ["    " + s for s in _producer(b_kmajor, a_batched, b_batched, stages)]
     body.append("else:")
     consumer = _consumer_pingpong if pingpong else _consumer
     body += ["    " + s for s in consumer(program, b_kmajor, deterministic, lay)]
@@ -81,7 +85,7 @@ def _tile_coords(ind):
             f"{ind}n0 = nt * {BN}"]
 
 
-def _producer(b_kmajor, a_batched, b_batched):
+def _producer(b_kmajor, a_batched, b_batched, stages):
     stage = sm90.stage_bytes(BN)
     a_bytes = sm90.a_stage_bytes()
 
@@ -104,7 +108,7 @@ def _producer(b_kmajor, a_batched, b_batched):
            "    while tile < tiles:    # (a stepped range() would divide in int64: a CALL)"]
     out += _tile_coords("        ")
     out += ["        for kb in range(ktiles):",
-            f"            mbar_wait(bars + 8 * ({STAGES} + s), ph ^ 1, werr, {WAIT_EMPTY})   # consumers released slot s",
+            f"            mbar_wait(bars + 8 * ({stages} + s), ph ^ 1, werr, {WAIT_EMPTY})   # consumers released slot s",
             "            fb = bars + 8 * s",
             f"            mbar_expect_tx(fb, {stage})   # full boxes: TMA zero-fills past the edges",
             f"            sa = sbase + s * {stage}",
@@ -113,14 +117,14 @@ def _producer(b_kmajor, a_batched, b_batched):
             "            " + load("tmA", "sa", "k0", "m0", a_batched)]
     out += ["            " + x for x in b_loads]
     out += ["            s = s + 1",
-            f"            if s == {STAGES}:",
+            f"            if s == {stages}:",
             "                s = 0",
             "                ph = ph ^ 1",
             "        tile = tile + cuda.gridDim.x"]
     return out
 
 
-def _k_loop(b_kmajor, frags):
+def _k_loop(b_kmajor, frags, stages):
     """The consumer's k-loop over one tile: frags = [(accumulator tuple, byte offset of its 64
     rows of A inside a stage)], each one m64n128 wgmma per k16 step. A slot is released one
     k-block late (wait_group 1 keeps one wgmma group in flight)."""
@@ -141,15 +145,15 @@ def _k_loop(b_kmajor, frags):
     out += [f"    {acc} = wg_wait1({acc})    # the previous k-block's wgmma is done: release its slot"
             for acc, _ in frags]
     out += ["    if (prev >= 0) & (tid == 0):",
-            f"        mbar_arrive(bars + 8 * ({STAGES} + prev))",
+            f"        mbar_arrive(bars + 8 * ({stages} + prev))",
             "    prev = s",
             "    s = s + 1",
-            f"    if s == {STAGES}:",
+            f"    if s == {stages}:",
             "        s = 0",
             "        ph = ph ^ 1"]
     out += [f"{acc} = wg_wait0({acc})" for acc, _ in frags]
     out += ["if (prev >= 0) & (tid == 0):",
-            f"    mbar_arrive(bars + 8 * ({STAGES} + prev))"]
+            f"    mbar_arrive(bars + 8 * ({stages} + prev))"]
     return out
 
 
@@ -164,7 +168,8 @@ def _consumer(program, b_kmajor, deterministic, lay):
            "while tile < tiles:"]
     out += _tile_coords("    ")
     out.append("    acc = ZERO_ACC")
-    out += ["    " + x for x in _k_loop(b_kmajor, [("acc", f"wg * {sm90.A_HALF_BYTES}")])]
+    out += ["    " + x for x in aux_copy_lines(program, lay)]
+    out += ["    " + x for x in _k_loop(b_kmajor, [("acc", f"wg * {sm90.A_HALF_BYTES}")], lay.stages)]
     out += ["    " + x for x in epilogue_lines(program, lay, ["acc"], deterministic)]
     out.append("    tile = tile + cuda.gridDim.x")
     return out
@@ -176,8 +181,9 @@ def _consumer_pingpong(program, b_kmajor, deterministic, lay):
     then WG2's tile i + 1, ...), so one warpgroup has the tensor cores while the other runs
     its epilogue. The producer streams every tile through one ring in tile order, so a
     consumer's tile `it` (its index among the CTA's tiles) starts at ring position
-    it * ktiles; slot and phase depend only on that position mod 2 * STAGES."""
-    ring = 2 * STAGES
+    it * ktiles; slot and phase depend only on that position mod 2 * stages."""
+    stages = lay.stages
+    ring = 2 * stages
     assert ring & (ring - 1) == 0, "slot and phase from position bits need a power-of-two ring"
     out = ["# ---- consumer warpgroups: whole tiles in turn; mainloops ordered, epilogues overlapped ----",
            "setmaxnreg_consumer()",
@@ -191,9 +197,9 @@ def _consumer_pingpong(program, b_kmajor, deterministic, lay):
             "    if it > 0:",
             "        named_bar_sync(3 + wg, 256)    # the other warpgroup's previous mainloop is done",
             f"    pos = ((it & {ring - 1}) * (ktiles & {ring - 1})) & {ring - 1}   # ring position mod {ring}",
-            f"    s = pos & {STAGES - 1}",
-            f"    ph = pos // {STAGES}"]
-    out += ["    " + x for x in _k_loop(b_kmajor, [("acc0", "0"), ("acc1", str(sm90.A_HALF_BYTES))])]
+            f"    s = pos & {stages - 1}",
+            f"    ph = pos // {stages}"]
+    out += ["    " + x for x in _k_loop(b_kmajor, [("acc0", "0"), ("acc1", str(sm90.A_HALF_BYTES))], stages)]
     out += ["    if tile + cuda.gridDim.x < tiles:",
             "        named_bar_arrive(4 - wg, 256)    # the other warpgroup's next mainloop may start"]
     out += ["    " + x for x in epilogue_lines(program, lay, ["acc0", "acc1"], deterministic)]

@@ -170,6 +170,21 @@ def lds(typingctx, base, idx):
 
 
 @intrinsic
+def lds_f16(typingctx, base, idx):
+    def codegen(context, builder, sig, args):
+        return builder.fpext(builder.load(_shared_ptr(builder, args[0], args[1], _F16, 2)), _F32)
+    return types.float32(types.uint32, types.int64), codegen
+
+
+@intrinsic
+def lds_bf16(typingctx, base, idx):
+    def codegen(context, builder, sig, args):
+        bits = builder.load(_shared_ptr(builder, args[0], args[1], _I16, 2))
+        return builder.bitcast(builder.shl(builder.zext(bits, _I32), ir.Constant(_I32, 16)), _F32)
+    return types.float32(types.uint32, types.int64), codegen
+
+
+@intrinsic
 def sts(typingctx, base, idx, v):
     def codegen(context, builder, sig, args):
         builder.store(args[2], _shared_ptr(builder, args[0], args[1], _F32, 4))

@@ -13,7 +13,7 @@ from evt_core.errors import EvtError
 from ...gpu import sm90, tensormap
 from . import driver
 from .map_slots import MapSlots
-from ..codegen.mainloop_sm90 import BN, STAGES, WAIT_EMPTY, WAIT_FULL
+from ..codegen.mainloop_sm90 import BN, WAIT_EMPTY, WAIT_FULL
 from ..codegen.epilogue_sm90 import SmemLayout, staged_rows
 
 _MULTIPROCESSOR_COUNT = 16        # CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
@@ -58,8 +58,8 @@ def grid(b, pingpong):
     return (ctas, 1, 1), (sm90.THREADS, 1, 1), (tn, tm * (sm90.BM // staged_rows(pingpong)), b.L)
 
 
-def shared_bytes(program, deterministic, pingpong):
-    return SmemLayout(program, BN, STAGES, deterministic, pingpong).total
+def shared_bytes(program, deterministic, pingpong, aux_async):
+    return SmemLayout(program, BN, deterministic, pingpong, aux_async).total
 
 
 def extra_values(b, maps):
