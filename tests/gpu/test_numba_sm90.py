@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import evt_core
+from evt_core import ops
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "numba_cuda"))
 from trees import case, compare, relayout  # noqa: E402
@@ -44,6 +45,11 @@ def _run(tree, A, B, inputs, what, **opts):
 SCHEDULES = ["pingpong", "cooperative"]
 
 
+def _bias_gelu(accum, bias):
+    D = ops.gelu_tanh(accum + bias)
+    return D
+
+
 def _sm90_stage(stage, schedule):
     return stage.startswith("sm_90a") and (schedule == "auto" or f"{schedule.replace('pingpong', 'ping-pong')} "
                                            "schedule" in stage)
@@ -69,27 +75,35 @@ def test_trees(name, L, ab, det, schedule):
 
 
 @pytest.mark.parametrize("ab", ["float16", "bfloat16"])
-@pytest.mark.parametrize("shape,staged", [((0, 200, 136, 72), True), ((2, 129, 264, 96), True),
-                                          ((0, 77, 48, 40), True), ((0, 1, 16, 8), True),
-                                          ((0, 150, 52, 64), False)],    # 104-byte rows: per-row loads
+@pytest.mark.parametrize("shape,pitch", [((0, 200, 136, 72), None), ((2, 129, 264, 96), None),
+                                         ((0, 77, 48, 40), None), ((0, 300, 136, 64), 137)],
                          ids=lambda x: "x".join(map(str, x)) if isinstance(x, tuple) else str(x))
-def test_tile_inputs_staged_by_cp_async(ab, shape, staged):
+def test_tile_inputs_staged_by_cp_async(ab, shape, pitch):
     """An (M, N) fp16/bf16 input is copied into shared memory under the mainloop (cooperative
-    schedule), zero-filled past the edges; rows that are not 16-byte aligned are loaded per row."""
+    schedule), zero-filled past the edges; rows that are not 16-byte aligned (pitch: z as a
+    view with that row stride) are loaded per row."""
     tree, A, B, inputs = case("dgelu", *shape, ab=ab, out=ab)
+    if pitch:
+        z = inputs["z"]
+        wide = np.zeros(z.shape[:-1] + (pitch,), z.dtype)
+        wide[..., :z.shape[-1]] = z
+        inputs["z"] = wide[..., :z.shape[-1]]
     stage = _run(tree, A, B, inputs, f"dgelu {ab} {shape}", sm90_schedule="cooperative")
-    assert stage.startswith("sm_90a") and ("staged by cp.async" in stage) is staged, stage
+    assert stage.startswith("sm_90a") and ("staged by cp.async" in stage) is (pitch is None), stage
 
 
 @pytest.mark.parametrize("schedule", SCHEDULES)
 def test_many_tiles_per_cta(schedule):
     """More tiles than two per SM, odd counts per CTA and edge tiles: every CTA alternates
-    warpgroups several times, ring positions wrap across tiles, and auto picks ping-pong."""
+    warpgroups several times and ring positions wrap across tiles. "auto" picks ping-pong for an
+    epilogue without per-row inputs, cooperative for one with an (M, N) input."""
     tree, A, B, inputs = case("bias_relu_stats", 0, 2000, 2056, 200, ab="float16", out="float16")
     stage = _run(tree, A, B, inputs, schedule, sm90_schedule=schedule)
     assert _sm90_stage(stage, schedule), stage
-    auto = _run(tree, A, B, inputs, "auto")
-    assert "ping-pong schedule" in auto, auto
+    assert "cooperative schedule" in _run(tree, A, B, inputs, "auto, (M, N) input C")
+    ex = {"accum": np.empty((2000, 2056), np.float32), "bias": inputs["bias"], "D": np.empty((2000, 2056), np.float16)}
+    gelu = evt_core.trace(_bias_gelu, ex)
+    assert "ping-pong schedule" in _run(gelu, A, B, {"bias": inputs["bias"]}, "auto, bias row")
 
 
 @pytest.mark.parametrize("layout,fits", [("B_colmajor", True), ("shared_A", True), ("colmajor_aux", True),
