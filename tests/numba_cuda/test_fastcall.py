@@ -55,7 +55,7 @@ def recorded(monkeypatch):
     launches.clear()
 
     class Fn:
-        def launch(self, grid, block, values, stream=0):
+        def launch(self, grid, block, values, stream=0, owner=None, changed=None):
             launches.append((grid, tuple(values)))
 
     class Buffer:
@@ -162,3 +162,23 @@ def test_sm90_fast_path_refills_the_tensor_maps(recorded, monkeypatch):
     assert third[pos:pos + 2] == first[pos:pos + 2]
     assert first[pos + 2:] == second[pos + 2:] == (0x77, 2, 1)
     assert encoded[n1:n2] == [A2.data_ptr(), B.data_ptr()] and n3 == n2     # new pair encoded once, old pair a hit
+
+
+def test_launch_rewrites_only_changed_slots_while_the_owner_is_the_last_writer():
+    """driver.Function keeps one ctypes slot per parameter: a replay (owner) rewrites only the
+    positions it changes, unless another call filled the slots in between."""
+    import ctypes
+    from evt_backends.numba_cuda.runtime import driver
+    fn = object.__new__(driver.Function)
+    fn._slots = [ctypes.c_int64() for _ in range(4)]
+    fn._ptrs, fn._fn, fn._owner, fn.dynamic_shared = None, None, None, 0
+    seen = []
+    fn._launch = lambda *a: seen.append([s.value for s in fn._slots]) or 0
+    a, b = object(), object()
+    fn.launch((1, 1, 1), (1, 1, 1), [1, 2, 3, 4], 0, a, [0])
+    fn.launch((1, 1, 1), (1, 1, 1), [9, 99, 99, 99], 0, a, [0])     # a replay: position 0 only
+    fn.launch((1, 1, 1), (1, 1, 1), [5, 6, 7, 8], 0, b, [0])        # another owner: everything
+    fn.launch((1, 1, 1), (1, 1, 1), [10, 2, 3, 4], 0, a, [0])       # a again, after b: everything
+    fn.launch((1, 1, 1), (1, 1, 1), [11, 2, 3, 4])                  # the checked path: everything
+    assert seen == [[1, 2, 3, 4], [9, 2, 3, 4], [5, 6, 7, 8], [10, 2, 3, 4], [11, 2, 3, 4]]
+    assert fn._owner is None

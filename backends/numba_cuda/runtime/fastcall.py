@@ -69,6 +69,9 @@ class FastCall:
         self.sc_pos = [(name, base + 4 * nin + j) for j, name in enumerate(p.scalars)]
         out0 = base + 4 * nin + nsc
         self.out_pos = [out0 + 4 * k for k in range(len(p.outputs))]
+        # the parameter slots a replay rewrites (everything else is the recorded call's)
+        self.changed = [0, 1] + [q for _, q in self.in_pos + self.sc_pos] + self.out_pos + \
+            ([maps[0], maps[0] + 1] if maps is not None else [])
         # finish kernel: L, M, N, then per reduction ws, pl, pm, pn, wm, wn, red ptr, 3 strides
         self.red_pos = [3 + 10 * k + 6 for k in range(len(p.reductions))]
         self.out_specs = [_alloc_spec(t.array) for t in b.outputs]
@@ -107,7 +110,7 @@ class FastCall:
             order.before(stream)
         for buf, bits, n in self.memsets:
             driver.memset32(buf.ptr, bits, n, stream)
-        self.fns["main"].launch(self.grid, self.block, vals, stream)
+        self.fns["main"].launch(self.grid, self.block, vals, stream, self, self.changed)
         if self.red_specs:
             fv = self.finish_values.copy()
             for pos, x in zip(self.red_pos, reds):
