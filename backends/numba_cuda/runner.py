@@ -43,11 +43,11 @@ class Runner:
 
     # ---- compile ----------------------------------------------------------------------------
 
-    def variant(self, b, a_ptr=None, b_ptr=None, in_ptrs=(), out_ptrs=()):
+    def variant(self, b, a_ptr=None, b_ptr=None, in_ptrs=()):
         """The mainloop variant of this call (select.variant: which and why); records the sm90
         choice or fallback reason under kernel.stages["sm90"]."""
         chosen, note = select.variant(b, a_ptr, b_ptr, self.force_simt, self.sm90, self.schedule, self.p, in_ptrs,
-                                      self.det, out_ptrs)
+                                      self.det)
         if note is not None:
             self.stages["sm90"] = note
         return chosen
@@ -56,9 +56,9 @@ class Runner:
         if variant in self._fns:
             return self._fns[variant]
         if variant[0] == "sm90":
-            _, ab, kmajor, a_batched, b_batched, pingpong, aux_async, row_stores = variant
+            _, ab, kmajor, a_batched, b_batched, pingpong, aux_async = variant
             main = module_prelude(ab, kmajor) + "\n" + sm90_source(self.p, ab, kmajor, a_batched, b_batched,
-                                                                    self.det, pingpong, aux_async, row_stores)
+                                                                    self.det, pingpong, aux_async)
             fns = {"main": self._load(variant, main, "evt_kernel", sm90_params(self.p),
                                       launch_sm90.shared_bytes(self.p, self.det, pingpong, aux_async))}
         else:
@@ -127,9 +127,7 @@ class Runner:
         mirrors = _Mirrors(side)
         values = self._main_values(b, mirrors)
         stream = 0 if simulator() else streams.current_stream(side)
-        nin, nsc, nout = len(self.p.inputs), len(self.p.scalars), len(self.p.outputs)
-        out0 = 12 + 4 * nin + nsc          # the parameter layout of abi.main_params
-        variant = self.variant(b, values[0], values[1], values[12:12 + 4 * nin:4], values[out0:out0 + 4 * nout:4])
+        variant = self.variant(b, values[0], values[1], values[12:12 + 4 * len(self.p.inputs):4])
         maps = None
         if variant[0] == "sm90":     # the tensor maps embed A's and B's addresses: a replay refills them
             capturing = side != "numpy" and streams.capturing(stream)

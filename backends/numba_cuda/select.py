@@ -19,7 +19,7 @@ import numpy as np
 from evt_core.errors import KernelCompileError
 
 from ..gpu import sm90
-from .codegen.epilogue_sm90 import SmemLayout, row_store_outputs, tile_inputs
+from .codegen.epilogue_sm90 import SmemLayout, tile_inputs
 from .codegen.mainloop_sm90 import BN
 from .runtime import driver
 from .runtime import launch_sm90
@@ -30,14 +30,12 @@ def simulator():
     return os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 
 
-def variant(b, a_ptr, b_ptr, force_simt, use_sm90, schedule="auto", program=None, in_ptrs=(), deterministic=False,
-            out_ptrs=()):
+def variant(b, a_ptr, b_ptr, force_simt, use_sm90, schedule="auto", program=None, in_ptrs=(), deterministic=False):
     """(variant, note): note is what kernel.stages["sm90"] records for this call (the sm90
     kernel's description, or why the call falls back to mma.sync), None when sm90 is off.
     a_ptr, b_ptr: the device addresses the sm90 kernel's tensor maps would read. pingpong: the
     schedule: the sm90 kernel's, "pingpong", "cooperative" or "auto" (sm90_pingpong of
-    `program`); in_ptrs, out_ptrs: the inputs' and outputs' device addresses (sm90_aux_async,
-    sm90_row_stores)."""
+    `program`); in_ptrs: the inputs' device addresses (sm90_aux_async)."""
     if simulator() or force_simt or b.dtype == "float32":
         return ("simt", b.dtype), None
     note = None
@@ -47,9 +45,8 @@ def variant(b, a_ptr, b_ptr, force_simt, use_sm90, schedule="auto", program=None
             kmajor = b_kmajor(b)
             pp = schedule == "pingpong" or (schedule == "auto" and sm90_pingpong(b, program))
             aux = not pp and sm90_aux_async(b, program, in_ptrs, deterministic)
-            rows = sm90_row_stores(b, program, out_ptrs)
-            return (("sm90", b.dtype, kmajor, b.a_strides[0] != 0, b.b_strides[0] != 0, pp, aux, rows),
-                    sm90_description(b, kmajor, pp, aux, rows))
+            return (("sm90", b.dtype, kmajor, b.a_strides[0] != 0, b.b_strides[0] != 0, pp, aux),
+                    sm90_description(b, kmajor, pp, aux))
         note = f"fallback to the mma.sync kernel: {why}"
     a_layout = _tc_layout(b.a_strides[2], b.a_strides[1])
     b_layout = _tc_layout(b.b_strides[1], b.b_strides[2])
@@ -138,24 +135,8 @@ def sm90_aux_async(b, program, in_ptrs, deterministic):
     return lay.fits and lay.stages >= 3
 
 
-def sm90_row_stores(b, program, out_ptrs):
-    """The (M, N) outputs that fit a staged row (codegen/epilogue_sm90.row_store_outputs) leave
-    by one bulk copy per row when each is N-contiguous, 16-byte aligned (base, row and batch
-    strides) and N fills whole 16-byte pieces (a copy's size is a multiple of 16 bytes)."""
-    ks = row_store_outputs(program, BN) if program is not None else {}
-    if not ks or len(out_ptrs) < len(program.outputs):
-        return False
-    for k in ks:
-        es = 2 if program.outputs[k].dtype in ("float16", "bfloat16") else 4
-        sl, sm, sn = b.outputs[k].strides
-        if sn != 1 or (sm * es) % 16 or (sl * es) % 16 or out_ptrs[k] % 16 or (b.N * es) % 16:
-            return False
-    return True
-
-
-def sm90_description(b, kmajor, pingpong, aux_async=False, row_stores=False):
+def sm90_description(b, kmajor, pingpong, aux_async=False):
     tiles = b.L * tile_count(b.M, sm90.BM) * tile_count(b.N, BN)
     return (f"sm_90a warp-specialised kernel: {b.dtype}, tile {sm90.BM}x{BN}x{sm90.BK}, "
             f"{'ping-pong' if pingpong else 'cooperative'} schedule, B {'K' if kmajor else 'N'}-major, "
-            f"{'(M, N) inputs staged by cp.async, ' if aux_async else ''}"
-            f"{'(M, N) outputs by row bulk copies, ' if row_stores else ''}{tiles} tiles over a persistent grid")
+            f"{'(M, N) inputs staged by cp.async, ' if aux_async else ''}{tiles} tiles over a persistent grid")

@@ -93,19 +93,6 @@ def test_tile_inputs_staged_by_cp_async(ab, shape, pitch):
 
 
 @pytest.mark.parametrize("schedule", SCHEDULES)
-@pytest.mark.parametrize("L,M,N,rows", [(2, 200, 136, True), (0, 77, 264, True),
-                                        (2, 129, 150, False)],     # 300-byte rows: per-element stores
-                         ids=lambda x: str(x))
-def test_outputs_by_row_bulk_copies(L, M, N, rows, schedule):
-    """(M, N) outputs leave by one bulk copy per row when their rows are whole 16-byte pieces
-    (edge rows and columns clipped), else by per-element stores; B K-major, so any N fits TMA."""
-    tree, A, B, inputs = case("bias_relu_stats", L, M, N, 72, ab="float16", out="float16")
-    A, B = relayout("B_colmajor", A, B)
-    stage = _run(tree, A, B, inputs, f"rows {L} {M} {N} {schedule}", sm90_schedule=schedule)
-    assert stage.startswith("sm_90a") and ("row bulk copies" in stage) is rows, stage
-
-
-@pytest.mark.parametrize("schedule", SCHEDULES)
 def test_many_tiles_per_cta(schedule):
     """More tiles than two per SM, odd counts per CTA and edge tiles: every CTA alternates
     warpgroups several times and ring positions wrap across tiles. "auto" picks ping-pong for an

@@ -58,11 +58,10 @@ def sources():
             for dt, ak, bk, fast in itertools.product(HALF, BOOL, BOOL, BOOL):
                 put(f"mma/{tname}/{dt}/a{ak}/b{bk}/fast{fast}/det{det}",
                     mma.mma_source(p, dt, ak, bk, det, fast_mainloop=fast))
-            for dt, bk, ab, bb, pp, aux, rows in itertools.product(HALF, BOOL, BOOL, BOOL, BOOL, BOOL, BOOL):
+            for dt, bk, ab, bb, pp, aux in itertools.product(HALF, BOOL, BOOL, BOOL, BOOL, BOOL):
                 if not (pp and aux):
                     put(f"sm90/{tname}/{dt}/b{bk}/aL{ab}/bL{bb}/det{det}" + ("/pp" if pp else "")
-                        + ("/aux" if aux else "") + ("/rows" if rows else ""),
-                        sm90.sm90_source(p, dt, bk, ab, bb, det, pp, aux, rows))
+                        + ("/aux" if aux else ""), sm90.sm90_source(p, dt, bk, ab, bb, det, pp, aux))
         if p.reductions:
             put(f"finish/{tname}", finish.finish_source(p))
         put(f"params/{tname}", repr([abi.main_params(p), abi.finish_params(p), sm90.sm90_params(p)]))

@@ -34,9 +34,6 @@ def test_sass_is_warp_specialised_wgmma_with_tma(sass, name):
     assert ops["UTMALDG"] >= 2, ops                   # A and B by TMA
     if name.startswith("staged"):
         assert ops["LDGSTS"] >= 1, ops                # the (M, N) input by cp.async
-    from sm90_kernels import programs
-    if programs()[name][-1]:
-        assert ops["UBLKCP"] >= 1, ops                # (M, N) outputs by row bulk copies
     assert ops["USETMAXREG"] == 2, ops                # producer dec + consumer inc survived the build
     assert ops["LDL"] == 0 and ops["STL"] == 0, ops   # no local memory
     assert ops["CALL"] == 0, ops                      # no int64 division helpers, everything inlined
@@ -171,26 +168,3 @@ def test_tile_inputs_staged_only_when_aligned_and_a_ring_fits():
     lay = SmemLayout(w4, 128, False, False, True)
     assert lay.fits and lay.stages == 3 and lay.aux[k][1] == 64 * 128 * 2
     assert SmemLayout(w4, 128, False).stages == 4 and not SmemLayout(w4, 128, False).aux
-
-
-def test_row_stores_fit_the_staged_row_and_need_aligned_rows():
-    """row_store_outputs packs (M, N) outputs into a staged row's 4 x 128 bytes, after room for
-    the row reductions' parking slots; select takes them only for 16-byte aligned rows."""
-    import evt_core
-    from bench.workloads import WORKLOADS
-    from evt_backends.numba_cuda import select
-    from evt_backends.numba_cuda.codegen.epilogue_sm90 import row_store_outputs
-    from trees import case
-    prog = {w: evt_core.trace(WORKLOADS[w].epilogue, WORKLOADS[w].example(64, 64)).program for w in WORKLOADS}
-    assert row_store_outputs(prog["W1"], 128) == {0: 0, 1: 256}          # z and act, fp16
-    assert row_store_outputs(prog["W4"], 128) == {0: 0}                  # y; two parking slots after it
-    brs = case("bias_relu_stats", 2, 13, 11, 9)[0].program               # D fp16, F fp32, F_rowsum
-    names = [t.name for t in brs.outputs]
-    assert list(row_store_outputs(brs, 128)) == [names.index("D")]       # F's 512 bytes do not fit too
-    b = _bound(N=256)
-    b.outputs = [SimpleNamespace(strides=(0, 256, 1)) for _ in prog["W1"].outputs]
-    assert select.sm90_row_stores(b, prog["W1"], [0x1000, 0x2000])
-    assert not select.sm90_row_stores(b, prog["W1"], [0x1000, 0x2008])   # a misaligned base
-    b150 = _bound(N=150)
-    b150.outputs = [SimpleNamespace(strides=(0, 152, 1)) for _ in prog["W1"].outputs]
-    assert not select.sm90_row_stores(b150, prog["W1"], [0x1000, 0x2000])  # 300-byte copies

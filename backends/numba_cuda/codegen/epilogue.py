@@ -40,16 +40,12 @@ def identity(red):
     return "ZERO" if red.op in (Op.SUM, Op.MEAN) else "NEG_INF"
 
 
-_SMEM_STORERS = {"float32": ("sts", 4), "float16": ("sts_f16", 2), "bfloat16": ("sts_bf16", 2)}
-
-
-def _can_park(lay, n_row_reductions, park_at=0):
+def _can_park(lay, n_row_reductions):
     """Row partials can be parked in the staging rows when the values come from staging (a
     run-time row loop), a row is one warp (TX == 32), the RM rows of a warp split its lanes
-    evenly into power-of-two groups, and every row reduction has a TX-column slot to park in
-    from column `park_at` on (a multiple of TX: each lane parks in its own element)."""
+    evenly into power-of-two groups, and every row reduction has a TX-column slot to park in."""
     return (not lay.rows_unrolled and lay.TX == 32 and lay.RM & (lay.RM - 1) == 0 and lay.RM <= 32
-            and park_at % lay.TX == 0 and n_row_reductions > 0 and n_row_reductions * lay.TX + park_at <= lay.cols)
+            and 0 < n_row_reductions * lay.TX <= lay.cols)
 
 
 @dataclass(frozen=True)
@@ -82,7 +78,7 @@ class EpilogueWriter:
     accumulator of element (i, j); i is a literal or the loop variable `i`."""
 
     def __init__(self, program, layout, deterministic, barrier="cuda.syncthreads()", row_park=None,
-                 staged_inputs=None, row_stores=None):
+                 staged_inputs=None):
         # `barrier`: the statement that synchronises the threads sharing the scratch buffer (the
         # CTA, or one consumer warpgroup of the sm_90 kernel through a named barrier); `tid`
         # in the emitted code is the thread's index among them.
@@ -91,16 +87,7 @@ class EpilogueWriter:
         # row_park = (staging base, pitch): row partials are parked in the staged rows and
         # combined after the chunk (_parked_row_combine) instead of by a shuffle chain and a
         # global combine per row inside the row loop; kept only where _can_park holds.
-        # row_stores = {output index: byte offset in a staged row}: with row_park's (staging base,
-        # pitch), each warp writes a finished row of these outputs over the row it has read and
-        # one lane copies it to global memory with a bulk copy (_row_copies); partials then park
-        # after the stored bytes.
-        self.row_stores = row_stores or {}
-        self.staging = row_park
-        self.park_at = -(-sum(self._row_bytes(k) for k in self.row_stores) // (4 * layout.TX)) * layout.TX
-        if self.row_stores:
-            assert row_park and self.park_at <= layout.cols, "row stores need the staging rows"
-        if row_park and not _can_park(layout, len(self._row_reductions()), self.park_at):
+        if row_park and not _can_park(layout, len(self._row_reductions())):
             row_park = None
         self.row_park = row_park
         # staged_inputs = {input index: (shared base, pitch, loader)}: inputs the kernel has
@@ -230,42 +217,20 @@ class EpilogueWriter:
         return out
 
     def _row_elements(self, ch, c, iv, value):
-        """Per row: every in-bounds element's code, the row stores, then the row partials
-        (parked, or combined across the row's lanes)."""
-        lay, m, out, deferred = self.lay, f"m_{c}", [], []
+        """Per row: every in-bounds element's code, then the row partials (parked, or combined
+        across the row's lanes)."""
+        lay, m, out = self.lay, f"m_{c}", []
         for j in range(lay.RN):
             sfx = f"_{c}_{j}"
             out += self.element(value(iv, j), j, m, f"n_{ch}_{j}", sfx, row=f"_{c}",
-                                at=lambda t, j=j: f"{t}_r{c} + {t}_c{ch}_{j}", ok=f"ok{sfx}",
-                                defer=(deferred, f"(ty + {iv} * {lay.TY})"))
-        if deferred:
-            out += self._row_copies(c, iv, deferred)
+                                at=lambda t, j=j: f"{t}_r{c} + {t}_c{ch}_{j}", ok=f"ok{sfx}")
         for slot, k in enumerate(self._row_reductions()):
             if self.row_park:
                 stg, pitch = self.row_park
-                out.append(f"sts({stg}, (ty + {iv} * {lay.TY}) * {pitch} + {self.park_at + slot * lay.TX} + tx, "
-                           f"q{k}_{c})    # park the row partial in this lane's own staged element")
+                out.append(f"sts({stg}, (ty + {iv} * {lay.TY}) * {pitch} + {slot * lay.TX} + tx, q{k}_{c})"
+                           "    # park the row partial in this lane's own staged element")
             else:
                 out += self._row_combine(k, f"q{k}_{c}", m)
-        return out
-
-    def _row_bytes(self, k):
-        return self.lay.cols * _SMEM_STORERS[self.p.outputs[k].dtype][1]
-
-    def _row_copies(self, c, iv, deferred):
-        """The row stores of one row: once the warp has read the whole staged row, its lanes
-        write the row's outputs over it, fence them to the async proxy, and lane 0 copies each
-        output's row (N-contiguous, 16-byte aligned: select.sm90_row_stores) to global memory."""
-        stg, pitch = self.staging
-        out = ["cuda.syncwarp()    # the warp has read its staged row: outputs may overwrite it"] + deferred
-        out += ["fence_proxy_async()    # the row's smem writes, visible to the bulk copy", "cuda.syncwarp()"]
-        for k, off in self.row_stores.items():
-            es = _SMEM_STORERS[self.p.outputs[k].dtype][1]
-            guard = " & (l == 0)" if not self.p.spans(self.p.outputs[k])[0] else ""
-            out += [f"if (tx == 0) & okm_{c}{guard}:",
-                    f"    bulk_store(out{k}_p + (out{k}_r{c} + n0) * {es}, {stg} + (ty + {iv} * {self.lay.TY}) * "
-                    f"{4 * pitch} + {off}, min(N - n0, {self.lay.cols}) * {es})    # {self.p.outputs[k].name}",
-                    "    bulk_commit()"]
         return out
 
     def _row_reductions(self):
@@ -287,7 +252,7 @@ class EpilogueWriter:
         for slot, k in enumerate(self._row_reductions()):
             red = self.p.reductions[k]
             out += [f"a{k} = {identity(red)}    # {red.name}",
-                    f"base{k} = (ty + rr * {lay.TY}) * {pitch} + {self.park_at + slot * lay.TX} + hh * {each}",
+                    f"base{k} = (ty + rr * {lay.TY}) * {pitch} + {slot * lay.TX} + hh * {each}",
                     f"for e in range({each}):",
                     f"    a{k} = {combine(red, f'a{k}', f'lds({stg}, base{k} + ((e + rr) & {each - 1}))')}"]
             s = lanes // 2
@@ -313,15 +278,14 @@ class EpilogueWriter:
         out.append(f"    {self.global_combine(k, q, m, None)}    # {red.name}")
         return out
 
-    def element(self, accum_src, j, m="m", n="n", sfx="", row="", at=None, ok=None, defer=None):
+    def element(self, accum_src, j, m="m", n="n", sfx="", row="", at=None, ok=None):
         """Straight-line code for one element (m, n): one line per IR instruction.
         at(t): the source of the element's offset in tensor t (default: from m and n).
         ok: the source of the element's bound check, or None for an element known in bounds.
         The math runs unguarded (its inputs are zero past the edges; a value computed there is
         never used) and only stores and reductions test `ok`: a branch around each element
         kept the compiler from overlapping one element's shared- and global-memory latency
-        with the next element's work. defer = (lines, staged row index): the shared-memory
-        writes of row-stored outputs go to `lines`, for after the row is read (_row_copies)."""
+        with the next element's work."""
         p, lines = self.p, []
         at = at or (lambda t: self.index(t, m, n))
         for idx, ins in enumerate(p.instrs):
@@ -335,11 +299,6 @@ class EpilogueWriter:
                 lines.append(f"{v} = sc{ins.arg}    # %{idx} = scalar {p.scalars[ins.arg]}")
             elif ins.op is Op.CONST:
                 lines.append(f"{v} = float32({float(ins.arg)!r})    # %{idx} = const")
-            elif ins.op is Op.STORE and defer is not None and ins.arg in self.row_stores:
-                fn, es = _SMEM_STORERS[p.outputs[ins.arg].dtype]
-                pitch = self.staging[1] * 4 // es
-                defer[0].append(f"{fn}({self.staging[0]}, {defer[1]} * {pitch} + {self.row_stores[ins.arg] // es} + tx + "
-                                f"{j * self.lay.TX}, {a[0]})    # %{idx} = store {p.outputs[ins.arg].name} (row)")
             elif ins.op is Op.STORE:
                 lines += self._store(idx, ins, a[0], m, n, at, ok)
             elif ins.op in (Op.SUM, Op.MEAN, Op.AMAX, Op.AMIN):

@@ -19,7 +19,6 @@ Two schedules (mainloop_sm90.py):
                 as two 64-row buffers and lets a tile's accumulators die as soon as it is staged.
 """
 from ...gpu import sm90
-from ...gpu.reductions import reduction_kind
 from .epilogue import EpilogueWriter, Layout
 
 TY, TX = 4, 32          # the warpgroup's warps x lanes in the epilogue layout
@@ -44,26 +43,12 @@ def tile_inputs(program):
     return [k for k, t in enumerate(program.inputs) if all(program.spans(t)[1:])]
 
 
-def row_store_outputs(program, bn):
-    """{output index: byte offset in a staged row}: the (M, N) outputs a warp writes over the
-    fp32 row it has just read and copies out by bulk copy, in program order while the row's
-    4 bn bytes hold them and the row reductions' parking slots (128 bytes each)."""
-    room = 4 * bn - 4 * TX * sum(1 for r in program.reductions if reduction_kind(r) == "row")
-    out, at = {}, 0
-    for k, t in enumerate(program.outputs):
-        size = bn * _ESIZE[t.dtype]
-        if all(program.spans(t)[1:]) and at + size <= room:
-            out[k], at = at, at + size
-    return out
-
-
-def _writer(program, bn, deterministic, pingpong, aux_async=False, row_stores=False):
+def _writer(program, bn, deterministic, pingpong, aux_async=False):
     lay = Layout(TY, TX, staged_rows(pingpong) // TY, bn // TX, rows_unrolled=False)
     staged = {k: (f"abuf{k}", bn, _SMEM_LOADERS[program.inputs[k].dtype])
               for k in (tile_inputs(program) if aux_async else [])}
     return EpilogueWriter(program, lay, deterministic, barrier="named_bar_sync(1 + wg, 128)",
-                          row_park=("stg", staging_pitch(bn)), staged_inputs=staged,
-                          row_stores=row_store_outputs(program, bn) if row_stores else None)
+                          row_park=("stg", staging_pitch(bn)), staged_inputs=staged)
 
 
 class SmemLayout:
@@ -74,7 +59,7 @@ class SmemLayout:
     STAGES slots, or fewer where the aux buffers need the room (`fits` says whether any ring
     of two slots or more fits)."""
 
-    def __init__(self, program, bn, deterministic, pingpong=False, aux_async=False, stages=None, row_stores=False):
+    def __init__(self, program, bn, deterministic, pingpong=False, aux_async=False, stages=None):
         from .mainloop_sm90 import STAGES
         assert not (pingpong and aux_async), "aux buffers are per 64-row cooperative warpgroup"
         if stages is None:      # the deepest ring that fits
@@ -82,7 +67,6 @@ class SmemLayout:
                 if SmemLayout(program, bn, deterministic, pingpong, aux_async, stages).fits:
                     break
         self.stages, self.bn, self.pingpong, self.aux_async = stages, bn, pingpong, aux_async
-        self.row_stores = row_stores      # (M, N) outputs by per-row bulk copies (row_store_outputs)
         self.pitch = staging_pitch(bn)
         self.ring = stages * sm90.stage_bytes(bn)
         self.staging_bytes = staged_rows(pingpong) * self.pitch * 4
@@ -132,9 +116,7 @@ def aux_copy_lines(program, lay):
 def epilogue_lines(program, lay, frags, deterministic):
     """Per tile, after the consumer's final wgmma wait: names m0, n0, mt, nt, l, wg, tid, it and
     the accumulator tuples `frags` (one per 64 rows: one cooperative, two ping-pong)."""
-    epi = _writer(program, lay.bn, deterministic, lay.pingpong, lay.aux_async, lay.row_stores)
-    # the previous tile's row copies must have read stg before it is written again
-    wait_copies = ["bulk_wait_read0()    # this thread's row copies have read stg"] if lay.row_stores else []
+    epi = _writer(program, lay.bn, deterministic, lay.pingpong, lay.aux_async)
     P = lay.pitch
     out = ["# ---- fused epilogue: stage the fragments, then evaluate the tree in the SIMT layout ----",
            "ty = tid // 32    # warp of the warpgroup",
@@ -147,11 +129,11 @@ def epilogue_lines(program, lay, frags, deterministic):
                 "m0w = m0",
                 "tile_m = mt    # deterministic partial slot: one per 128-row tile",
                 "if it > 0:",
-                "    named_bar_sync(5 + wg, 256)   # the other warpgroup's epilogue (and copies) are done with stg"]
+                "    named_bar_sync(5 + wg, 256)   # the other warpgroup's epilogue is done reading stg"]
     else:
         out += [f"stg = sbase + {lay.staging} + wg * {lay.staging_bytes}",
                 f"m0w = m0 + {sm90.WG_ROWS} * wg     # this warpgroup's first row",
-                "tile_m = mt * 2 + wg   # deterministic partial slot: one per 64-row block"] + wait_copies + [
+                "tile_m = mt * 2 + wg   # deterministic partial slot: one per 64-row block",
                 "named_bar_sync(1 + wg, 128)   # the previous tile's epilogue is done reading stg"]
     # fragment_position: d[4j + e] sits at row 16 ty + fg + 8 (e // 2), column 8j + 2 fq + e % 2
     out += ["tile_n = nt", f"fr = (16 * ty + fg) * {P} + 2 * fq"]
@@ -167,7 +149,7 @@ def epilogue_lines(program, lay, frags, deterministic):
     out += epi.prologue()
     out += epi.chunk(lambda i, j: f"lds(stg, (ty + {i} * {TY}) * {P} + tx + {j * TX})", row0="m0w")
     if lay.pingpong:
-        out += wait_copies + ["if tile + cuda.gridDim.x < tiles:",
+        out += ["if tile + cuda.gridDim.x < tiles:",
                 "    named_bar_arrive(6 - wg, 256)   # stg is free for the other warpgroup's next tile"]
     out += epi.epilogue_end()
     return out

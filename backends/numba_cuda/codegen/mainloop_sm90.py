@@ -38,12 +38,10 @@ def module_prelude(ab_dtype, b_kmajor):
 
 
 def sm90_source(program, ab_dtype, b_kmajor, a_batched, b_batched, deterministic, pingpong=False,
-                aux_async=False, row_stores=False):
+                aux_async=False):
     """aux_async: the epilogue's (M, N) inputs are copied into shared memory by cp.async while
-    the tile's mainloop runs (epilogue_sm90.aux_copy_lines), instead of loaded per row.
-    row_stores: its (M, N) outputs leave by per-row bulk copies (epilogue_sm90.row_store_outputs)
-    instead of per-element stores."""
-    lay = SmemLayout(program, BN, deterministic, pingpong, aux_async, row_stores=row_stores)
+    the tile's mainloop runs (epilogue_sm90.aux_copy_lines), instead of loaded per row."""
+    lay = SmemLayout(program, BN, deterministic, pingpong, aux_async)
     stages = lay.stages
     body = [
         "smem = cuda.shared.array(0, uint8)",
@@ -174,8 +172,6 @@ def _consumer(program, b_kmajor, deterministic, lay):
     out += ["    " + x for x in _k_loop(b_kmajor, [("acc", f"wg * {sm90.A_HALF_BYTES}")], lay.stages)]
     out += ["    " + x for x in epilogue_lines(program, lay, ["acc"], deterministic)]
     out.append("    tile = tile + cuda.gridDim.x")
-    if lay.row_stores:
-        out.append("bulk_wait0()    # every row copy has landed before the CTA's shared memory goes")
     return out
 
 
@@ -209,6 +205,4 @@ def _consumer_pingpong(program, b_kmajor, deterministic, lay):
     out += ["    " + x for x in epilogue_lines(program, lay, ["acc0", "acc1"], deterministic)]
     out += ["    tile = tile + 2 * cuda.gridDim.x",
             "    it = it + 2"]
-    if lay.row_stores:
-        out.append("bulk_wait0()    # every row copy has landed before the CTA's shared memory goes")
     return out

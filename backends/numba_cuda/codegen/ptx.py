@@ -185,21 +185,6 @@ def lds_bf16(typingctx, base, idx):
 
 
 @intrinsic
-def sts_f16(typingctx, base, idx, v):
-    def codegen(context, builder, sig, args):
-        builder.store(builder.fptrunc(args[2], _F16), _shared_ptr(builder, args[0], args[1], _F16, 2))
-    return types.void(types.uint32, types.int64, types.float32), codegen
-
-
-@intrinsic
-def sts_bf16(typingctx, base, idx, v):
-    def codegen(context, builder, sig, args):
-        h = _asm(builder, _I16, "cvt.rn.bf16.f32 $0, $1;", "=h,f", [args[2]], side_effect=False)
-        builder.store(h, _shared_ptr(builder, args[0], args[1], _I16, 2))
-    return types.void(types.uint32, types.int64, types.float32), codegen
-
-
-@intrinsic
 def sts(typingctx, base, idx, v):
     def codegen(context, builder, sig, args):
         builder.store(args[2], _shared_ptr(builder, args[0], args[1], _F32, 4))

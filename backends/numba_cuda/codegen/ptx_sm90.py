@@ -48,7 +48,6 @@ _FIXED_ARITY = {
     0: lambda f: lambda typingctx: f(typingctx),
     1: lambda f: lambda typingctx, a: f(typingctx, a),
     2: lambda f: lambda typingctx, a, b: f(typingctx, a, b),
-    3: lambda f: lambda typingctx, a, b, c: f(typingctx, a, b, c),
     4: lambda f: lambda typingctx, a, b, c, d: f(typingctx, a, b, c, d),
     5: lambda f: lambda typingctx, a, b, c, d, e: f(typingctx, a, b, c, d, e),
     6: lambda f: lambda typingctx, a, b, c, d, e, g: f(typingctx, a, b, c, d, e, g),
@@ -107,18 +106,6 @@ tma_load_3d = _void_intrinsic(
 # per CTA before its first use (CUDA Programming Guide, "tensor map in global memory").
 tensormap_acquire = _void_intrinsic("fence.proxy.tensormap::generic.acquire.gpu [$0], 128;", "l,~{memory}", 1,
                                     set())
-
-
-# Row stores by the bulk-copy engine (no tensor map): a warp writes a finished output row into
-# shared memory, makes the writes visible to the async proxy, and one lane copies the row to
-# global memory; the copies of a thread form bulk groups it waits for (reads of shared memory
-# done) before that memory is written again.
-fence_proxy_async = _void_intrinsic("fence.proxy.async.shared::cta;", "~{memory}", 0, set())
-bulk_store = _void_intrinsic("cp.async.bulk.global.shared::cta.bulk_group [$0], [$1], $2;", "l,r,r,~{memory}", 3,
-                             {1, 2})
-bulk_commit = _void_intrinsic("cp.async.bulk.commit_group;", "~{memory}", 0, set())
-bulk_wait_read0 = _void_intrinsic("cp.async.bulk.wait_group.read 0;", "~{memory}", 0, set())
-bulk_wait0 = _void_intrinsic("cp.async.bulk.wait_group 0;", "~{memory}", 0, set())
 
 
 # ---- warp specialisation -----------------------------------------------------------------------
