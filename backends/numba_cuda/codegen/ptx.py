@@ -35,27 +35,26 @@ def _shared_ptr(builder, base32, idx, elem, size):
 
 # ---- global memory: (pointer int64, element offset int64) --------------------------------------
 
-@intrinsic
-def ld_f32(typingctx, p, off):
-    def codegen(context, builder, sig, args):
-        return builder.load(_global_ptr(builder, args[0], args[1], _F32, 4))
-    return types.float32(types.int64, types.int64), codegen
-
-
-@intrinsic
-def ld_f16(typingctx, p, off):
-    def codegen(context, builder, sig, args):
-        return builder.fpext(builder.load(_global_ptr(builder, args[0], args[1], _F16, 2)), _F32)
-    return types.float32(types.int64, types.int64), codegen
-
-
-@intrinsic
-def ld_bf16(typingctx, p, off):
+def _bf16_to_f32(builder, bits):
     # bf16 is the top half of an fp32: widen the 16 bits and shift them into place (exact).
-    def codegen(context, builder, sig, args):
-        bits = builder.load(_global_ptr(builder, args[0], args[1], _I16, 2))
-        return builder.bitcast(builder.shl(builder.zext(bits, _I32), ir.Constant(_I32, 16)), _F32)
-    return types.float32(types.int64, types.int64), codegen
+    return builder.bitcast(builder.shl(builder.zext(bits, _I32), ir.Constant(_I32, 16)), _F32)
+
+
+def _loaders(pointer, base_type):
+    """(f32, f16, bf16) loads widened to fp32, at `pointer(builder, base, index, elem, size)`:
+    global memory (int64 address, element offset) or shared memory (u32 window address, index)."""
+    def make(elem, size, widen):
+        @intrinsic
+        def load(typingctx, base, idx):
+            def codegen(context, builder, sig, args):
+                return widen(builder, builder.load(pointer(builder, args[0], args[1], elem, size)))
+            return types.float32(base_type, types.int64), codegen
+        return load
+    return (make(_F32, 4, lambda b, v: v), make(_F16, 2, lambda b, v: b.fpext(v, _F32)),
+            make(_I16, 2, _bf16_to_f32))
+
+
+ld_f32, ld_f16, ld_bf16 = _loaders(_global_ptr, types.int64)
 
 
 @intrinsic
@@ -162,26 +161,7 @@ def smem_base(typingctx, arr):
     return types.uint32(arr), codegen
 
 
-@intrinsic
-def lds(typingctx, base, idx):
-    def codegen(context, builder, sig, args):
-        return builder.load(_shared_ptr(builder, args[0], args[1], _F32, 4))
-    return types.float32(types.uint32, types.int64), codegen
-
-
-@intrinsic
-def lds_f16(typingctx, base, idx):
-    def codegen(context, builder, sig, args):
-        return builder.fpext(builder.load(_shared_ptr(builder, args[0], args[1], _F16, 2)), _F32)
-    return types.float32(types.uint32, types.int64), codegen
-
-
-@intrinsic
-def lds_bf16(typingctx, base, idx):
-    def codegen(context, builder, sig, args):
-        bits = builder.load(_shared_ptr(builder, args[0], args[1], _I16, 2))
-        return builder.bitcast(builder.shl(builder.zext(bits, _I32), ir.Constant(_I32, 16)), _F32)
-    return types.float32(types.uint32, types.int64), codegen
+lds, lds_f16, lds_bf16 = _loaders(_shared_ptr, types.uint32)
 
 
 @intrinsic
