@@ -164,3 +164,16 @@ def test_packing_grows_trees_only_to_terminals_conflicting_with_all():
     und = [(0, 1, 1), (0, 2, 1), (0, 3, 1)]
     forbid = [0, 0b1100, 0b0010, 0b0010]
     assert pack_bound(4, und, [-1] * 4, [], forbid, 0) == 1
+
+
+def test_packing_counts_two_cuts_for_an_odd_spider():
+    # Hub 0 with arms 0-1-2, 0-3-4, 0-5-6; conflicts 1-4, 3-6, 5-2: the three conflict paths
+    # share an edge pairwise but none is on all three, so any plan cuts two edges. The LP
+    # (and the path packing) pays 3/2 resp. 1; the spider (spiders.py) finds the second cut.
+    und = [(0, 1, 1), (1, 2, 1), (0, 3, 1), (3, 4, 1), (0, 5, 1), (5, 6, 1)]
+    pairs = [(1, 4), (3, 6), (5, 2)]
+    forbid = [0] * 7
+    for a, b in pairs:
+        forbid[a] |= 1 << b
+        forbid[b] |= 1 << a
+    assert pack_bound(7, und, [-1] * 7, [], forbid, 0) == 2
