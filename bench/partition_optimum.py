@@ -31,11 +31,11 @@ def largest_problem(g):
 
 def root_bound(p) -> int:
     """The search's bound before any branching, in full: the packing without early stop
-    (need=None), which also runs the parts the search only tries one cut from pruning."""
+    (need=None), with the second cuts the search only tries one edge from pruning."""
     s = _Search(p, [tuple(range(p.size))], 1 << 62, None)
     lb, und = s.bound(0)
     return lb + pack_bound(p.size, und, s.st.grp, s.st.members, p.forbid, 0, None, s.blocked,
-                           None, (s.st.reach, p.order))
+                           spiders=True)
 
 
 def row(name, p, limit, milp_limit) -> str:

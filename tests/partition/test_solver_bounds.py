@@ -62,7 +62,7 @@ def check_bounds_along_plan(p, label, plan_cost) -> None:
     for k in range(p.size + 1):
         lb, und = s.bound(k)
         packed = pack_bound(p.size, und, st.grp, st.members, p.forbid, k, None, s.blocked,
-                            None, (st.reach, p.order))
+                            spiders=True)
         assert cost + lb + packed <= plan_cost, (k, cost, lb, packed, plan_cost)
         assert s.blocked == blocked_groups(p, st, k)
         for x in range(k, p.size):
@@ -177,15 +177,6 @@ def test_packing_counts_two_cuts_for_an_odd_spider():
     for a, b in pairs:
         forbid[a] |= 1 << b
         forbid[b] |= 1 << a
-    assert pack_bound(7, und, [-1] * 7, [], forbid, 0) == 2
+    assert pack_bound(7, und, [-1] * 7, [], forbid, 0) == 1
+    assert pack_bound(7, und, [-1] * 7, [], forbid, 0, spiders=True) == 2
 
-
-def test_walks_count_the_cut_that_acyclicity_forces():
-    # Nodes d=0, b=1, c=2: edges d->b (1 byte), d->c (2 bytes), and b precedes c through a node
-    # outside the component (order, so b and c are forbidden). The conflict path b-d-c packs
-    # 1; d and c in one group would close the cycle group(d) -> b -> group(d), so d->c is cut
-    # in every plan: the walk b -> c <- d -> b (walks.py) packs its remaining byte.
-    und = [(0, 1, 1), (0, 2, 2)]
-    forbid, order = [0, 0b100, 0b010], [(), (0,), (0, 1)]
-    assert pack_bound(3, und, [-1] * 3, [], forbid, 0) == 1
-    assert pack_bound(3, und, [-1] * 3, [], forbid, 0, acyclic=([], order)) == 2

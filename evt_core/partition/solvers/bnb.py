@@ -217,7 +217,7 @@ class _Search:
         if room <= 0:
             return lb
         return lb + pack_bound(self.p.size, und, st.grp, st.members, self.p.forbid, k, room,
-                               self.blocked, self.gforbid, (st.reach, self.p.order))
+                               self.blocked, self.gforbid, spiders=True)
 
     def _expand(self, k: int, cost: int) -> None:
         """Leaf, or branch on node k's group. Children are bounded first and searched in

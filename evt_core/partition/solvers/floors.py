@@ -70,7 +70,7 @@ def floored_lower(search, k: int, cost: int) -> int:
         else:
             need = None
         packed = pack_bound(p.size, unds[c], st.grp, st.members, p.forbid, k, need,
-                            search.blocked, search.gforbid, (st.reach, p.order))
+                            search.blocked, search.gforbid)
         total += max(base + packed, fl.floor[c])
     return total - cost
 

@@ -20,18 +20,18 @@ from __future__ import annotations
 
 from ..problem import bits
 from .spiders import second_cuts
-from .walks import walk_bound
 
 
 def pack_bound(n: int, undecided, grp, members, forbid, k: int, need: int | None = None,
-               blocked=None, gforbid: dict | None = None, acyclic=None) -> int:
+               blocked=None, gforbid: dict | None = None, spiders: bool = False) -> int:
     """undecided: (u, v, w) edges with v >= k (v unplaced, u placed iff u < k, grp[u] >= 0).
     Vertices are unplaced nodes v (id v) and placed groups s (id n + s). Stops early once the
     bound reaches `need` (the caller only asks "does it prune?"). blocked[x]: placed groups
     unplaced x can never join (acyclicity, `precede.blocked_groups`); more conflicts.
     gforbid: a cache {members mask: OR of its members' forbid masks} for this `forbid`
-    (one problem per cache), kept by the caller across calls. acyclic: (reach, order) of
-    the state and problem, to pack acyclicity walks (`walks.py`) on the capacity left."""
+    (one problem per cache), kept by the caller across calls. spiders: also try second cuts
+    on the packed paths (`spiders.py`); with a `need`, only when one more edge's bytes would
+    reach it (on the merged random n=250 seed=1 problem they found more in 3 of ~9000 calls)."""
     adj: dict[int, list] = {}
     cap, ends = [], []                           # ends[e]: xor of edge e's two vertex ids
     for u, v, w in undecided:
@@ -91,14 +91,9 @@ def pack_bound(n: int, undecided, grp, members, forbid, k: int, need: int | None
         length = max(length + 1, min((due[x] for x in active), default=length + 1))
     plain: list = []
     total += _grow(trees, conf, adj, cap, ends, None if need is None else need - total, plain)
-    if need is not None and need - total > max(cap, default=0):
-        return total                             # the two below rarely find more than a cut
-    total += second_cuts(plain, conf, adj, cap, ends, None if need is None else need - total)
-    if acyclic is None or need is not None and total >= need:
+    if not spiders or need is not None and (total >= need or need - total > max(cap, default=0)):
         return total
-    reach, order = acyclic
-    return total + walk_bound(n, undecided, cap, grp, reach, order, k, conf,
-                              None if need is None else need - total)
+    return total + second_cuts(plain, conf, adj, cap, ends, None if need is None else need - total)
 
 
 def _grow(trees, conf, adj, cap, ends, need, plain) -> int:
