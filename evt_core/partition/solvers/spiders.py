@@ -27,9 +27,10 @@ ARM_TRIES = 3                                     # first arms tried before a se
 
 
 def second_cuts(paths, conf, adj, cap, ends, need) -> int:
-    """Extra bound from packed paths (edge ids from one end, that end, flow) whose flow can
-    be doubled on a spider (module docstring), largest first use of residual capacity
-    aside. `need`: stop once this much is found (None: no early stop)."""
+    """Extra bound from packed paths (edge ids from the far end, the start vertex, flow)
+    that grow into spiders worth two cuts (module docstring), each for as much of its flow
+    as the arms' residual capacity carries. `need`: stop once this much is found (None: no
+    early stop)."""
     gained = 0
     for edges, start, f in paths:
         while f:
