@@ -18,10 +18,9 @@ from math import gcd
 from evt_core.partition.problem import decompose, make_problem
 from evt_core.partition.solvers.bnb import _Search, solve_bnb
 from evt_core.partition.solvers.cut_milp import solve_cut_milp
-from evt_core.partition.solvers.greedy import solve_greedy
 from evt_core.partition.solvers.lns import labels
-from evt_core.partition.solvers.local import improve, legal
-from evt_core.partition.solvers.state import cost_of
+from evt_core.partition.solvers.local import legal
+from evt_core.partition.solvers.packing import pack_bound
 from partition_bench import classes
 
 
@@ -31,10 +30,12 @@ def largest_problem(g):
 
 
 def root_bound(p) -> int:
-    groups = improve(p, solve_greedy(p).groups)
-    s = _Search(p, groups, cost_of(p, groups), None)
-    s.best_cost = 1 << 62                        # the full bound: no early stop of the packing
-    return s._lower(0, 0)
+    """The search's bound before any branching, in full: the packing without early stop
+    (need=None), with the second cuts the search only tries one edge from pruning."""
+    s = _Search(p, [tuple(range(p.size))], 1 << 62, None)
+    lb, und = s.bound(0)
+    return lb + pack_bound(p.size, und, s.st.grp, s.st.members, p.forbid, 0, None, s.blocked,
+                           spiders=True)
 
 
 def row(name, p, limit, milp_limit) -> str:

@@ -11,7 +11,9 @@ set partition is visited once (groups are named by their first member). Pruning:
     best group it may join, plus the in-edges from unplaced compatible producers; statically
     it keeps at most a pairwise-compatible set of producers. Each edge is counted at its head.
   - path packing (`packing.py`) over the in-edges of the nodes whose term above is 0: paths
-    between two placed groups, or between forbidden pairs, each need a cut edge.
+    between two placed groups, or between forbidden pairs, each need a cut edge; one edge
+    short of pruning, packed paths that grow into odd spiders count a second cut
+    (`spiders.py`).
   The packing is only computed when the cheap part does not prune already. Both parts also
   use the groups a node can never join without a quotient cycle (`precede.py`).
 * dominance (`memo.py`): states the future cannot tell apart (same relevant groups, their
@@ -217,7 +219,7 @@ class _Search:
         if room <= 0:
             return lb
         return lb + pack_bound(self.p.size, und, st.grp, st.members, self.p.forbid, k, room,
-                               self.blocked, self.gforbid)
+                               self.blocked, self.gforbid, spiders=True)
 
     def _expand(self, k: int, cost: int) -> None:
         """Leaf, or branch on node k's group. Children are bounded first and searched in

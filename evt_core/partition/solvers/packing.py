@@ -19,16 +19,19 @@ adds f to the bound for f of Q's capacity, where Q need not join two conflicting
 from __future__ import annotations
 
 from ..problem import bits
+from .spiders import second_cuts
 
 
 def pack_bound(n: int, undecided, grp, members, forbid, k: int, need: int | None = None,
-               blocked=None, gforbid: dict | None = None) -> int:
+               blocked=None, gforbid: dict | None = None, spiders: bool = False) -> int:
     """undecided: (u, v, w) edges with v >= k (v unplaced, u placed iff u < k, grp[u] >= 0).
     Vertices are unplaced nodes v (id v) and placed groups s (id n + s). Stops early once the
     bound reaches `need` (the caller only asks "does it prune?"). blocked[x]: placed groups
     unplaced x can never join (acyclicity, `precede.blocked_groups`); more conflicts.
     gforbid: a cache {members mask: OR of its members' forbid masks} for this `forbid`
-    (one problem per cache), kept by the caller across calls."""
+    (one problem per cache), kept by the caller across calls. spiders: also try second cuts
+    on the packed paths (`spiders.py`); with a `need`, only when one more edge's bytes would
+    reach it (on the merged random n=250 seed=1 problem they found more in 3 of ~9000 calls)."""
     adj: dict[int, list] = {}
     cap, ends = [], []                           # ends[e]: xor of edge e's two vertex ids
     for u, v, w in undecided:
@@ -81,29 +84,36 @@ def pack_bound(n: int, undecided, grp, members, forbid, k: int, need: int | None
                     cap[e] -= f
                     y ^= ends[e]
                     verts.add(y)
-                trees.append(([src, y], verts, f))
+                trees.append(([src, y], verts, f, (path, src)))
                 total += f
                 if need is not None and total >= need:
                     return total
         length = max(length + 1, min((due[x] for x in active), default=length + 1))
-    return total + _grow(trees, conf, adj, cap, ends, None if need is None else need - total)
+    plain: list = []
+    total += _grow(trees, conf, adj, cap, ends, None if need is None else need - total, plain)
+    if not spiders or need is not None and (total >= need or need - total > max(cap, default=0)):
+        return total
+    return total + second_cuts(plain, conf, adj, cap, ends, None if need is None else need - total)
 
 
-def _grow(trees, conf, adj, cap, ends, need) -> int:
+def _grow(trees, conf, adj, cap, ends, need, plain) -> int:
     """Extra bound from attaching terminals to packed paths (module docstring). A tree with
     terminals K and flow f takes a residual path from its vertex set to a vertex y that
     conflicts with every terminal; f' = min(f, capacity of the path) of the tree gains y (one
-    more cut needed), the other f - f' stays as it was and may grow on its own."""
+    more cut needed), the other f - f' stays as it was and may grow on its own. Packed paths
+    left as they were go to `plain` as (edge ids, start vertex, flow), for `second_cuts`."""
     gained = 0
     while trees:
-        terms, verts, f = trees.pop()
+        terms, verts, f, route = trees.pop()
         common = -1
         for t in terms:
             common &= conf.get(t, 0)
-        if not common:
-            continue
-        path, y = _attach(verts, common, adj, cap, ends)
+        path = None
+        if common:
+            path, y = _attach(verts, common, adj, cap, ends)
         if path is None:
+            if route is not None:
+                plain.append((route[0], route[1], f))
             continue
         g = min(f, min(cap[e] for e in path))
         x = y
@@ -115,9 +125,9 @@ def _grow(trees, conf, adj, cap, ends, need) -> int:
         gained += g
         if need is not None and gained >= need:
             return gained
-        trees.append((terms + [y], grown, g))
+        trees.append((terms + [y], grown, g, None))
         if f > g:
-            trees.append((terms, verts, f - g))
+            trees.append((terms, verts, f - g, route))
     return gained
 
 
