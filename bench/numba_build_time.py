@@ -1,8 +1,10 @@
 """`python3 -m bench.numba_build_time`: how long the numba backend takes to build a new kernel
 and to find it again, on the CPU (no GPU needed: numba -> PTX -> nvJitLink cubin for sm_90).
 
-For W0 (D = acc) and W1-W4 (bench/programs.py), fp16, the default tensor-core kernel
-(mma.sync, fast mainloop) and the sm_90a kernel (opt-in `sm90=True`):
+For W0 (D = acc) and W1-W4 (bench/programs.py), fp16, the mma.sync kernel (other GPUs,
+fallbacks) and the sm_90a kernel (the default on sm_90) in the schedule `sm90_schedule="auto"`
+picks at the benchmark shapes (ping-pong without an (M, N) input, else cooperative with it
+staged):
   * build: a fresh compile into an empty cache, split into numba's front end + NVVM
     (`cuda.compile_ptx`) and the link (nvJitLink, PTX -> cubin);
   * disk hit: the same key again after the in-memory table is cleared (what a new process
@@ -24,9 +26,11 @@ def _sources(p):
     from evt_backends.numba_cuda.codegen.abi import main_params
     from evt_backends.numba_cuda.codegen.mainloop_mma import mma_source
     from evt_backends.numba_cuda.codegen.mainloop_sm90 import module_prelude, sm90_params, sm90_source
+    from evt_backends.numba_cuda.codegen.epilogue_sm90 import tile_inputs
     yield "mma.sync", mma_source(p, "float16", True, False, False, fast_mainloop=True), main_params(p), False
-    yield "sm_90a", module_prelude("float16", False) + "\n" + sm90_source(p, "float16", False, False, False, False), \
-        sm90_params(p), True
+    staged = bool(tile_inputs(p))
+    yield "sm_90a", module_prelude("float16", False) + "\n" + sm90_source(p, "float16", False, False, False, False,
+                                                                           not staged, staged), sm90_params(p), True
 
 
 def _time_build(nb, key, body, params, sm90a):
