@@ -202,6 +202,8 @@ def _local_reason(g, f) -> str:
         if _fx_canon(f) != _ir_canon(g, f.name):
             return f"{f.name} permutes {_fx_canon(f)[0]} differently in the fx graph than after the graph passes"
         return ""
+    if _ln_param_grad(f) and node.op == "sum":
+        return ""       # decompose_layer_norm_backward's invariant: this sum is that gradient
     if ALIASES.get(op, op) != ALIASES.get(node.op, node.op):
         return f"{f.name} is {op} in the fx graph but {node.op} after the graph passes"
     if ALIASES.get(op, op) == _VIEW:
@@ -220,10 +222,24 @@ def _local_reason(g, f) -> str:
 
 def _trust_operands(f) -> set:
     """The fx values f's trust depends on: a view's is its view chain's source (the passes may
-    fold the views between), every other value's are its operands."""
+    fold the views between), a layer-norm parameter gradient's are the backward's operands (the
+    passes compute it from them as a sum), every other value's are its operands."""
     if f.op == "call_function" and ALIASES.get(aten_name(f.target), aten_name(f.target)) == _VIEW:
         return {_fx_canon(_fx_view_source(f.args[0]))}
+    if _ln_param_grad(f):
+        return _fx_operands(f.args[0])
     return _fx_operands(f)
+
+
+def _ln_param_grad(f) -> bool:
+    """getitem 1 or 2 (weight or bias gradient) of an fx native_layer_norm_backward: the value
+    the partition passes rewrite as an explicit sum under the getitem's own name
+    (passes/decompose_norm.decompose_layer_norm_backward)."""
+    if f.op != "call_function" or aten_name(f.target) != "getitem" or len(f.args) < 2:
+        return False
+    src = f.args[0]
+    return (hasattr(src, "op") and src.op == "call_function" and aten_name(src.target) == "native_layer_norm_backward"
+            and isinstance(f.args[1], int) and f.args[1] > 0)
 
 
 def _fx_view_source(a):

@@ -67,3 +67,24 @@ def test_a_folded_view_chain_stays_trusted():
     other = next(n for n in g.nodes.values() if n.name != g.nodes[outer].inputs[0] and n.op != "view")
     nodes = [dataclasses.replace(n, inputs=(other.name,)) if n.name == outer else n for n in g.nodes.values()]
     assert "views" in trusted_values(Graph.build(nodes, g.outputs), imp.gm)[outer]
+
+
+def test_a_layer_norm_parameter_gradient_rewritten_as_a_sum_stays_trusted():
+    """decompose_layer_norm_backward turns the weight and bias gradients (getitem 1 and 2 of
+    native_layer_norm_backward) into sums under the getitem's name; the pass's invariant is that
+    the sum IS that gradient, so the value stays trusted while the backward's operands are. A
+    sum that a broken pass would leave under another getitem's name is not."""
+    imp = _joint(transformer_block(), lambda y: y.square().sum(), torch.randn(2, 8, 32))
+    g = run_pipeline(imp.graph)
+    grads = [f for f in imp.gm.graph.nodes if f.op == "call_function" and "getitem" in str(f.target)
+             and "native_layer_norm_backward" in str(getattr(f.args[0], "target", "")) and f.args[1] > 0
+             and f.name in g.nodes]
+    assert grads and all(g.nodes[f.name].op == "sum" for f in grads), "the passes decomposed them"
+    why = trusted_values(g, imp.gm)
+    assert not any(why[f.name] for f in grads), {f.name: why[f.name] for f in grads}
+    # a plain getitem (the input gradient, index 0) turned into a sum is a mismatch still
+    x0 = next(f for f in imp.gm.graph.nodes if f.op == "call_function" and "getitem" in str(f.target)
+              and "native_layer_norm_backward" in str(getattr(f.args[0], "target", "")) and f.args[1] == 0
+              and f.name in g.nodes)
+    nodes = [dataclasses.replace(n, op="sum") if n.name == x0.name else n for n in g.nodes.values()]
+    assert "is getitem in the fx graph but sum" in trusted_values(Graph.build(nodes, g.outputs), imp.gm)[x0.name]
