@@ -47,3 +47,17 @@ def test_head_split_is_refused_with_the_reason():
     got = _fused_run(_projection(split_heads=True))
     reasons = list(got.unfused.values())
     assert not got.fused and any("no strides can express" in r for r in reasons), reasons
+
+
+def test_unsqueeze_and_squeeze_of_the_accumulator_fuse_as_views():
+    """Adding or removing size-1 dims keeps every element's row-major position, so unsqueeze and
+    squeeze lower like a view (store or load strides) and the group fuses."""
+    g = P.Graph()
+    x = g.input("x", (64, 32), "float16")
+    w = g.input("w", (48, 32), "float16")
+    r = g.input("r", (1, 64, 48), "float16")
+    acc = g.add("mm", x, g.add("t", w))
+    y = g.add("add", g.add("unsqueeze", acc, 0), r)            # (1, 64, 48)
+    g.output(g.add("relu", g.add("squeeze", y, 0)))              # back to (64, 48)
+    got = _fused_run(g)
+    assert got.fused and not got.unfused, got.unfused

@@ -105,9 +105,10 @@ op("t", _E, "self", S.t, lambda self: self.T, _permute_tree)
 op("view", _E, "self size:", S.view, lambda self, size: self.reshape(view_shape(self.shape, size)),
    _view_tree, aliases=("reshape", "_unsafe_view"))
 op("expand", _E, "self size:", S.expand, K.expand, _LAYOUT_ONLY)
+# Adding or removing size-1 dims keeps every element's row-major position: a view.
 op("unsqueeze", _E, "self dim:", S.unsqueeze, lambda self, dim: np.expand_dims(self, dim % (self.ndim + 1)),
-   _LAYOUT_ONLY)
-op("squeeze", _E, "self dim:", S.squeeze, K.squeeze, _LAYOUT_ONLY, defaults={"dim": None})
+   _view_tree)
+op("squeeze", _E, "self dim:", S.squeeze, K.squeeze, _view_tree, defaults={"dim": None})
 op("select", _E, "self dim: index:", S.select, lambda self, dim, index: np.take(self, index, axis=dim),
    "indexing has no epilogue op")
 op("select_backward", _E, "grad_output input_sizes: dim: index:", S.select_backward, K.select_backward,
