@@ -168,3 +168,48 @@ def test_tile_inputs_staged_only_when_aligned_and_a_ring_fits():
     lay = SmemLayout(w4, 128, False, False, True)
     assert lay.fits and lay.stages == 3 and lay.aux[k][1] == 64 * 128 * 2
     assert SmemLayout(w4, 128, False).stages == 4 and not SmemLayout(w4, 128, False).aux
+
+
+@pytest.mark.parametrize("dtype,es", [("float16", 2), ("bfloat16", 2)])
+def test_staged_input_copies_cover_the_tile_once_where_the_epilogue_reads(dtype, es):
+    """aux_copy_lines' index math: the 128 threads' 16-byte copies cover the warpgroup's 64 x 128
+    block exactly once, and copy q lands at byte 16 q, where the epilogue reads element (r, c)
+    at index r * 128 + c of the 16-bit buffer."""
+    from evt_backends.numba_cuda.codegen.epilogue_sm90 import aux_copy_lines
+    from trees import case
+    p = case("dgelu", 0, 13, 11, 9, ab=dtype, out=dtype)[0].program
+    lay = SimpleNamespace(aux={0: (0, 64 * 128 * es)}, bn=128)
+    src = "\n".join(aux_copy_lines(p, lay))
+    per_chunk = 16 // es
+    cpr = 128 // per_chunk
+    per_thread = int(src.split("for u in range(")[1].split(")")[0])
+    assert f"// {cpr}" in src and f"* {per_chunk}" in src and "q * 16" in src, src
+    landed = {}
+    for tid in range(128):
+        for u in range(per_thread):
+            q = tid + 128 * u
+            row, col = q // cpr, (q % cpr) * per_chunk
+            for e in range(per_chunk):           # element (row, col + e) at byte 16 q + e * es
+                landed.setdefault((row, col + e), []).append(16 * q + e * es)
+    assert sorted(landed) == [(r, c) for r in range(64) for c in range(128)]
+    assert all(v == [(r * 128 + c) * es] for (r, c), v in landed.items())
+
+
+def test_ping_pong_hand_overs_pair_every_wait_with_one_arrive():
+    """The ping-pong consumer's named barriers: warpgroup w waits on 3 + w (mainloop) and 5 + w
+    (staging) before its local tile it > 0, and the other warpgroup arrives there after its own
+    tile it - 1 when tile it exists. For every tile count per CTA, each wait gets exactly one
+    arrive and no arrive is left without its wait (a half-filled barrier would pair with the
+    wrong generation)."""
+    from evt_backends.numba_cuda.codegen.mainloop_sm90 import sm90_source
+    from sm90_kernels import programs
+    src = sm90_source(programs()["pingpong_bias_gelu"][0], "float16", False, False, False, False, True)
+    for line in ("if it > 0:", "named_bar_sync(3 + wg, 256)", "named_bar_sync(5 + wg, 256)",
+                 "if tile + cuda.gridDim.x < tiles:", "named_bar_arrive(4 - wg, 256)", "named_bar_arrive(6 - wg, 256)",
+                 "tile = cuda.blockIdx.x + wg * cuda.gridDim.x", "tile = tile + 2 * cuda.gridDim.x", "it = wg"):
+        assert line in src, line
+    for n in range(1, 8):                    # tiles of this CTA: local indices 0 .. n - 1
+        for first in (3, 5):                 # the mainloop pair and the staging pair
+            waits = [(first + it % 2, it) for it in range(1, n)]                 # owner of it waits
+            arrives = [(first + 1 - it % 2, it + 1) for it in range(n) if it + 1 < n]  # owner of it arrives for it + 1
+            assert sorted(waits) == sorted(arrives), (n, first)
