@@ -3,10 +3,12 @@ full/empty mbarrier ring, wgmma m64n128k16 from shared memory, fp32 accumulate
 (hopper-gemm-notes §5-9, the design the cupy backend runs; numbers from backends/gpu/sm90.py).
 
 CTA = 384 threads. WG0 is the producer (setmaxnreg 40; its thread 0 issues every TMA load);
-WG1 and WG2 are consumers (setmaxnreg 232), each owning 64 rows of the 128 x 128 tile. Tiles are
-visited persistently in grouped order; while the consumers run a tile's epilogue the producer
-already fills the ring for their next tile. A slot is released one k-block late (wait_group 1),
-so one wgmma group stays in flight. Every mbarrier wait is bounded (ptx_sm90.mbar_wait).
+WG1 and WG2 are consumers (setmaxnreg 232). Cooperative schedule (_consumer): both consumers
+work on every 128 x 128 tile, 64 rows each; ping-pong (_consumer_pingpong): they take whole
+tiles in turn, so one's epilogue overlaps the other's mainloop. Tiles are visited persistently
+in grouped order; the producer fills the ring for the next tile while a tile's epilogue runs.
+A slot is released one k-block late (wait_group 1), so one wgmma group stays in flight. Every
+mbarrier wait is bounded (ptx_sm90.mbar_wait).
 
 The epilogue (epilogue_sm90.py) stages each consumer's fragment through shared memory into the
 thread layout EpilogueWriter expects, so every op, reduction and deterministic mode of the
