@@ -16,7 +16,8 @@ PRODUCER_REGS = 40          # setmaxnreg.dec: the producer needs few registers..
 CONSUMER_REGS = 232         # ...so the consumers get 232 (40*128 + 232*256 <= 64K registers)
 GROUP_M = 8                 # m-tiles walked together in the grouped tile order (L2 reuse)
 SWIZZLE_ALIGN = 1024        # 8 rows x 128 B: the 128B-swizzle atom, so tile bases align to it
-PANEL_BYTES = 64 * 64 * 2   # a 64 x 64 16-bit panel (the N-major B sub-tile and the store box)
+PANEL = 64                  # rows and columns of a panel: 64 16-bit elements are one 128-byte swizzle row
+PANEL_BYTES = PANEL * PANEL * 2   # a 64 x 64 16-bit panel (the N-major B sub-tile and the store box)
 A_HALF_BYTES = WG_ROWS * BK * 2    # the second consumer's rows of A start this far into a stage
 K16_STEPS = BK // 16        # wgmma k16 instructions per stage
 MAX_DYNAMIC_SHARED = 232448  # bytes a block may opt into on sm_90 (227 KB)
@@ -97,6 +98,17 @@ def operand_maps(L, M, N, K, a_strides, b_strides, b_kmajor, bn, bm=BM, a_kmajor
     else:      # (K, N) row-major: 64-column panels, BN/64 boxes per stage
         b = mk(N, K, bK, bL, (64, BK))
     return a, b
+
+
+def panel_map(L, M, N, strides, batched, item=2):
+    """TMA map geometry (dims innermost first, byte strides of dims[1:], box) of an (L, M, N)
+    epilogue tensor (element strides (sL, sM, 1)) read or written as 64 x 64 panels with the
+    128B swizzle: a TMA-stored output or a TMA-loaded (M, N) input. `batched`: a 3-D map
+    addressed with the batch index (a tensor spanning L in a batched program), else 2-D."""
+    sL, sM, _ = strides
+    if batched:
+        return (N, M, L), (sM * item, sL * item), (PANEL, PANEL, 1)
+    return (N, M), (sM * item,), (PANEL, PANEL)
 
 
 def tma_rows_ok(ptr, row_stride, batch_stride, item=2):

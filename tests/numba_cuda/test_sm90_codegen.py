@@ -213,3 +213,10 @@ def test_ping_pong_hand_overs_pair_every_wait_with_one_arrive():
             waits = [(first + it % 2, it) for it in range(1, n)]                 # owner of it waits
             arrives = [(first + 1 - it % 2, it + 1) for it in range(n) if it + 1 < n]  # owner of it arrives for it + 1
             assert sorted(waits) == sorted(arrives), (n, first)
+
+
+def test_panel_map_geometry():
+    """The 64 x 64 panel maps of (M, N) epilogue tensors (TMA-stored outputs, TMA-loaded inputs):
+    N innermost, byte strides of 16-bit rows and batches, a 3-D map only for batched tensors."""
+    assert sm90.panel_map(3, 300, 520, (300 * 520, 520, 1), True) == ((520, 300, 3), (1040, 312000), (64, 64, 1))
+    assert sm90.panel_map(3, 300, 520, (0, 528, 1), False) == ((520, 300), (1056,), (64, 64))

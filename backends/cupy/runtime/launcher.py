@@ -14,7 +14,7 @@ from ..codegen.epilogue import arg_layout
 from ..codegen.plan import ALL, COL, ELEM, ROW, reduction_kind, row_block, tma_outputs
 from ...gpu import streams
 from . import fast_launch
-from ...gpu.sm90 import operand_maps
+from ...gpu.sm90 import operand_maps, panel_map
 from .tensormap import dummy_map, tensor_map
 
 _NVRTC_OPTIONS = ("-std=c++17", "--diag-suppress=177,550")
@@ -133,19 +133,14 @@ class CompiledKernel:
                                   cfg.bm if cfg.pingpong else 128, spec.a_kmajor)
         ta, tb = tensor_map(b.A.ptr, dt, *amap), tensor_map(b.B.ptr, dt, *bmap)
         tds = []                 # (output index, dtype, dims, strides, box) per TMA-stored output; pointers per call
+        def panels(t, op):
+            return panel_map(b.L, b.M, b.N, t.strides, self.program.batched and self.program.spans(op)[0])
         for k in tma_outputs(spec):
-            sL, sM, _ = b.outputs[k].strides
             op = self.program.outputs[k]
-            tds.append((k, op.dtype, (b.N, b.M, b.L), (sM * 2, sL * 2), (64, 64, 1))
-                       if self.program.batched and self.program.spans(op)[0] else (k, op.dtype, (b.N, b.M), (sM * 2,), (64, 64)))
-        txs = []                 # aux_tma: the inputs' maps, 64 x 64 boxes, 128B swizzle
-        for k in spec.aux_tma:
-            t, op = b.inputs[k], self.program.inputs[k]
-            sL, sM, _ = t.strides
-            if self.program.batched and self.program.spans(op)[0]:
-                txs.append(tensor_map(t.array.ptr, op.dtype, (b.N, b.M, b.L), (sM * 2, sL * 2), (64, 64, 1)))
-            else:
-                txs.append(tensor_map(t.array.ptr, op.dtype, (b.N, b.M), (sM * 2,), (64, 64)))
+            tds.append((k, op.dtype, *panels(b.outputs[k], op)))
+        # aux_tma: the inputs' maps, 64 x 64 boxes, 128B swizzle
+        txs = [tensor_map(b.inputs[k].array.ptr, self.program.inputs[k].dtype, *panels(b.inputs[k], self.program.inputs[k]))
+               for k in spec.aux_tma]
         return ta, tb, tds, txs
 
     def watchdog_fired(self):
