@@ -5,10 +5,11 @@ A variant is the key the Runner compiles and caches a kernel under:
                                                     cp.async cannot read;
   ('mma', dtype, a_kmajor, b_kmajor)                fp16/bf16 with 16-byte aligned A and B rows
                                                     (K- or M/N-contiguous);
-  ('sm90', dtype, b_kmajor, a_batched, b_batched, pingpong)
+  ('sm90', dtype, b_kmajor, a_batched, b_batched, pingpong, aux_async)
                                                     `sm90=True` on an sm_90 GPU when the call
                                                     fits TMA's rules (sm90_refusal says why not);
-                                                    the schedule from sm90_schedule (sm90_pingpong).
+                                                    the schedule from sm90_schedule (sm90_pingpong),
+                                                    (M, N) inputs staged or not (sm90_aux_async).
 The Program does not fix the operands' layout, so the choice is made per call from the bound
 strides and device addresses: pure Python, microseconds, unit-tested without a GPU.
 """
@@ -16,6 +17,7 @@ import os
 
 import numpy as np
 
+from evt_core.dtypes import DTYPES
 from evt_core.errors import KernelCompileError
 
 from ..gpu import sm90
@@ -33,9 +35,9 @@ def simulator():
 def variant(b, a_ptr, b_ptr, force_simt, use_sm90, schedule="auto", program=None, in_ptrs=(), deterministic=False):
     """(variant, note): note is what kernel.stages["sm90"] records for this call (the sm90
     kernel's description, or why the call falls back to mma.sync), None when sm90 is off.
-    a_ptr, b_ptr: the device addresses the sm90 kernel's tensor maps would read. pingpong: the
-    schedule: the sm90 kernel's, "pingpong", "cooperative" or "auto" (sm90_pingpong of
-    `program`); in_ptrs: the inputs' device addresses (sm90_aux_async)."""
+    a_ptr, b_ptr: the device addresses the sm90 kernel's tensor maps would read. schedule: the
+    sm90 kernel's, "pingpong", "cooperative" or "auto" (sm90_pingpong of `program`); in_ptrs:
+    the inputs' device addresses and deterministic the option, for sm90_aux_async."""
     if simulator() or force_simt or b.dtype == "float32":
         return ("simt", b.dtype), None
     note = None
@@ -127,9 +129,8 @@ def sm90_aux_async(b, program, in_ptrs, deterministic):
     if not ks or len(in_ptrs) < len(program.inputs):
         return False
     for k in ks:
-        es = np.dtype(program.inputs[k].dtype).itemsize if program.inputs[k].dtype != "bfloat16" else 2
         sl, sm, sn = b.inputs[k].strides
-        if sn != 1 or (sm * es) % 16 or (sl * es) % 16 or in_ptrs[k] % 16:
+        if sn != 1 or not sm90.tma_rows_ok(in_ptrs[k], sm, sl, DTYPES[program.inputs[k].dtype].itemsize):
             return False
     lay = SmemLayout(program, BN, deterministic, False, True)
     return lay.fits and lay.stages >= 3

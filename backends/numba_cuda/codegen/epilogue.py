@@ -262,10 +262,6 @@ class EpilogueWriter:
             out += [f"if (hh == 0) & (m_rr < M):", f"    {self.global_combine(k, f'a{k}', 'm_rr', None)}    # {red.name}"]
         return out
 
-    def index(self, t, m, n):
-        """Element offset of tensor `t` (a kernel-parameter prefix) at (l, m, n)."""
-        return f"{t}_lo + {m} * {t}_sm + {n} * {t}_sn"
-
     def _row_combine(self, k, q, m):
         """Combine the row partial `q` across the TX lanes that own the row (xor butterfly), then
         one global combine per row and CTA."""
@@ -278,16 +274,14 @@ class EpilogueWriter:
         out.append(f"    {self.global_combine(k, q, m, None)}    # {red.name}")
         return out
 
-    def element(self, accum_src, j, m="m", n="n", sfx="", row="", at=None, ok=None):
+    def element(self, accum_src, j, m, n, sfx, row, at, ok):
         """Straight-line code for one element (m, n): one line per IR instruction.
-        at(t): the source of the element's offset in tensor t (default: from m and n).
-        ok: the source of the element's bound check, or None for an element known in bounds.
+        at(t): the source of the element's offset in tensor t; ok: the source of its bound check.
         The math runs unguarded (its inputs are zero past the edges; a value computed there is
         never used) and only stores and reductions test `ok`: a branch around each element
         kept the compiler from overlapping one element's shared- and global-memory latency
         with the next element's work."""
         p, lines = self.p, []
-        at = at or (lambda t: self.index(t, m, n))
         for idx, ins in enumerate(p.instrs):
             v = f"v{idx}{sfx}"
             a = [f"v{x}{sfx}" for x in ins.args]
@@ -307,32 +301,24 @@ class EpilogueWriter:
                 lines.append(f"{v} = {spell(ins.op, a)}    # %{idx} = {ins.op.value}")
         return lines
 
-    def _store(self, idx, ins, src, m, n, at, ok=None):
+    def _store(self, idx, ins, src, m, n, at, ok):
+        """A predicated store (ptx.st_*_if): straight-line code. An output that does not span an
+        axis is written only at coordinate 0 of it."""
         t = self.p.outputs[ins.arg]
         sl, sm, sn = self.p.spans(t)
-        # An output that does not span an axis is written only at coordinate 0 of it.
         guard = [c for c, s in (("(l == 0)", sl), (f"({m} == 0)", sm), (f"({n} == 0)", sn)) if not s]
-        if ok:      # a predicated store: straight-line code (ptx.st_*_if)
-            cond = " & ".join([ok] + guard)
-            return [f"{_STORERS[t.dtype]}_if(out{ins.arg}_p, {at(f'out{ins.arg}')}, {src}, {cond})"
-                    f"    # %{idx} = store {t.name}"]
-        call = (f"{_STORERS[t.dtype]}(out{ins.arg}_p, {at(f'out{ins.arg}')}, {src})"
-                f"    # %{idx} = store {t.name}")
-        if guard:
-            return [f"if {' & '.join(guard)}:", "    " + call]
-        return [call]
+        return [f"{_STORERS[t.dtype]}_if(out{ins.arg}_p, {at(f'out{ins.arg}')}, {src}, {' & '.join([ok] + guard)})"
+                f"    # %{idx} = store {t.name}"]
 
-    def _reduce(self, idx, ins, src, j, m, n, row="", ok=None):
+    def _reduce(self, idx, ins, src, j, m, n, row, ok):
         k, red = ins.arg, self.p.reductions[ins.arg]
         contrib = f"-{src}" if red.op is Op.AMIN else src
         note = f"    # %{idx} = {red.op.value} -> {red.name}"
         kind = self.kinds[k]
         if kind == "elem":
-            line = self.global_combine(k, contrib, m, n) + note
-            return [f"if {ok}:", "    " + line] if ok else [line]
+            return [f"if {ok}:", "    " + self.global_combine(k, contrib, m, n) + note]
         p = {"all": f"p{k}", "col": f"p{k}_{j}", "row": f"q{k}{row}"}[kind]
-        new = combine(red, p, contrib)
-        return [f"{p} = {f'{new} if {ok} else {p}' if ok else new}{note}"]
+        return [f"{p} = {combine(red, p, contrib)} if {ok} else {p}{note}"]
 
     # ---- CTA-level combines ------------------------------------------------------------------
 

@@ -18,11 +18,12 @@ Two schedules (mainloop_sm90.py):
                 buffer (named barriers 5 and 6 hand it over), which costs the same shared memory
                 as two 64-row buffers and lets a tile's accumulators die as soon as it is staged.
 """
+from evt_core.dtypes import DTYPES
+
 from ...gpu import sm90
 from .epilogue import EpilogueWriter, Layout
 
 TY, TX = 4, 32          # the warpgroup's warps x lanes in the epilogue layout
-_ESIZE = {"float16": 2, "bfloat16": 2, "float32": 4}
 _SMEM_LOADERS = {"float16": "lds_f16", "bfloat16": "lds_bf16", "float32": "lds"}
 
 
@@ -76,7 +77,7 @@ class SmemLayout:
         self.aux = {}           # input index -> (byte offset of warpgroup 0's buffer, bytes per warpgroup)
         end = self.scratch + 2 * self.scratch_bytes
         for k in (tile_inputs(program) if aux_async else []):
-            size = staged_rows(pingpong) * bn * _ESIZE[program.inputs[k].dtype]
+            size = staged_rows(pingpong) * bn * DTYPES[program.inputs[k].dtype].itemsize
             self.aux[k] = (end, size)
             end += 2 * size
         self.bars = (end + 7) // 8 * 8
@@ -89,13 +90,13 @@ def aux_copy_lines(program, lay):
     """At a tile's start (consumer, before its k-loop): this warpgroup copies its 64 rows of
     every tile input into its aux buffer with cp.async, 16 bytes per copy, zero-filled past
     M and N, so the copies run under the mainloop and the epilogue reads shared memory.
-    Needs N-contiguous rows and 16-byte aligned bases and row strides (select.aux_async)."""
+    Needs N-contiguous rows and 16-byte aligned bases and row strides (select.sm90_aux_async)."""
     if not lay.aux:
         return []
     out = ["named_bar_sync(1 + wg, 128)   # the previous tile's epilogue is done reading the aux buffers",
            f"m0a = m0 + {sm90.WG_ROWS} * wg"]
     for k, (off, size) in lay.aux.items():
-        es = _ESIZE[program.inputs[k].dtype]
+        es = DTYPES[program.inputs[k].dtype].itemsize
         per_chunk = 16 // es                          # elements per 16-byte copy
         cpr = lay.bn // per_chunk                     # copies per row
         per_thread = sm90.WG_ROWS * cpr // 128
@@ -139,12 +140,11 @@ def epilogue_lines(program, lay, frags, deterministic):
     out += ["tile_n = nt", f"fr = (16 * ty + fg) * {P} + 2 * fq"]
     for h, acc in enumerate(frags):
         r0 = h * sm90.WG_ROWS * P
-        for j in range(len_acc(lay.bn) // 4):
+        for j in range(lay.bn // 8):        # an m64nBN fragment: bn / 2 fp32 per thread, 4 per store
             out.append(f"sts_frag(stg, fr + {r0 + 8 * j}, fr + {r0 + 8 * P + 8 * j}, "
                        f"({acc}[{4 * j}], {acc}[{4 * j + 1}], {acc}[{4 * j + 2}], {acc}[{4 * j + 3}]))")
-    if lay.aux:
-        out += ["cp_async_wait_0()    # this thread's aux copies have landed (the barrier: everyone's)"] + \
-            [f"abuf{k} = sbase + {off} + wg * {size}" for k, (off, size) in lay.aux.items()]
+    if lay.aux:      # (abuf<k> was set where the copies were issued, at the tile's start)
+        out.append("cp_async_wait_0()    # this thread's aux copies have landed (the barrier: everyone's)")
     out.append("named_bar_sync(1 + wg, 128)   # the fragments are staged")
     out += epi.prologue()
     out += epi.chunk(lambda i, j: f"lds(stg, (ty + {i} * {TY}) * {P} + tx + {j * TX})", row0="m0w")
@@ -153,8 +153,3 @@ def epilogue_lines(program, lay, frags, deterministic):
                 "    named_bar_arrive(6 - wg, 256)   # stg is free for the other warpgroup's next tile"]
     out += epi.epilogue_end()
     return out
-
-
-def len_acc(bn):
-    """fp32 accumulators per thread of one m64nBN fragment."""
-    return bn // 2
