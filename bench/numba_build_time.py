@@ -28,9 +28,13 @@ def _sources(p):
     from evt_backends.numba_cuda.codegen.mainloop_sm90 import module_prelude, sm90_params, sm90_source
     from evt_backends.numba_cuda.codegen.epilogue_sm90 import tile_inputs
     yield "mma.sync", mma_source(p, "float16", True, False, False, fast_mainloop=True), main_params(p), False
+    from evt_backends.numba_cuda.codegen.epilogue_fragment import refusal
     staged = bool(tile_inputs(p))
-    yield "sm_90a", module_prelude("float16", False) + "\n" + sm90_source(p, "float16", False, False, False, False,
-                                                                           not staged, staged), sm90_params(p), True
+    frag = refusal(p) is None
+    for name, fr in (("sm_90a", frag), ("sm_90a staged epilogue", False)) if frag else (("sm_90a", False),):
+        yield name, module_prelude("float16", False) + "\n" + sm90_source(p, "float16", False, False, False, False,
+                                                                          not staged, staged, fr), \
+            sm90_params(p, fr), True
 
 
 def _time_build(nb, key, body, params, sm90a):

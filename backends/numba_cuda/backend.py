@@ -21,6 +21,7 @@ _lock = threading.Lock()
 
 
 SM90_SCHEDULES = ("auto", "pingpong", "cooperative")
+SM90_EPILOGUES = ("auto", "fragment", "staged")
 
 
 class NumbaCudaBackend(Backend):
@@ -37,6 +38,12 @@ class NumbaCudaBackend(Backend):
         # epilogue overlaps the other's mainloop), "cooperative" (both warpgroups share every
         # tile), or "auto": ping-pong where every CTA gets two tiles or more (select.sm90_pingpong).
         "sm90_schedule": "auto",
+        # the sm90 kernel's epilogue: "fragment" evaluates the tree on the wgmma fragments and
+        # writes the outputs by TMA stores where the call allows it (select.sm90_fragment: 16-bit
+        # N-contiguous outputs, stageable (M, N) inputs), else the "staged" one (fp32 fragments
+        # through shared memory into the SIMT epilogue: every op and reduction); "auto" takes the
+        # fragment epilogue except where measured slower (transcendentals without a reduction).
+        "sm90_epilogue": "auto",
     }
 
     def available(self):
@@ -61,6 +68,8 @@ class NumbaCudaBackend(Backend):
                 return Support(False, f"unknown option {key!r}; numba_cuda takes {sorted(self.options)}")
         if options.get("sm90_schedule", "auto") not in SM90_SCHEDULES:
             return Support(False, f"option sm90_schedule={options['sm90_schedule']!r} is not one of {SM90_SCHEDULES}")
+        if options.get("sm90_epilogue", "auto") not in SM90_EPILOGUES:
+            return Support(False, f"option sm90_epilogue={options['sm90_epilogue']!r} is not one of {SM90_EPILOGUES}")
         return Support.yes()
 
     def hash(self):

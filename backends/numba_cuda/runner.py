@@ -34,6 +34,7 @@ class Runner:
         self.fast_mainloop = bool(options.get("fast_mainloop"))
         self.sm90 = bool(options.get("sm90"))
         self.schedule = options.get("sm90_schedule", "auto")
+        self.epilogue = options.get("sm90_epilogue", "auto")
         self._fns = {}
         self._ws = {}
         self._plans = {}      # call signature -> _Plan (bind's checks passed for it once)
@@ -43,11 +44,11 @@ class Runner:
 
     # ---- compile ----------------------------------------------------------------------------
 
-    def variant(self, b, a_ptr=None, b_ptr=None, in_ptrs=()):
+    def variant(self, b, a_ptr=None, b_ptr=None, in_ptrs=(), out_ptrs=()):
         """The mainloop variant of this call (select.variant: which and why); records the sm90
         choice or fallback reason under kernel.stages["sm90"]."""
         chosen, note = select.variant(b, a_ptr, b_ptr, self.force_simt, self.sm90, self.schedule, self.p, in_ptrs,
-                                      self.det)
+                                      self.det, out_ptrs, self.epilogue)
         if note is not None:
             self.stages["sm90"] = note
         return chosen
@@ -56,11 +57,11 @@ class Runner:
         if variant in self._fns:
             return self._fns[variant]
         if variant[0] == "sm90":
-            _, ab, kmajor, a_batched, b_batched, pingpong, aux_async = variant
+            _, ab, kmajor, a_batched, b_batched, pingpong, aux_async, frag = variant
             main = module_prelude(ab, kmajor) + "\n" + sm90_source(self.p, ab, kmajor, a_batched, b_batched,
-                                                                    self.det, pingpong, aux_async)
-            fns = {"main": self._load(variant, main, "evt_kernel", sm90_params(self.p),
-                                      launch_sm90.shared_bytes(self.p, self.det, pingpong, aux_async))}
+                                                                    self.det, pingpong, aux_async, frag)
+            fns = {"main": self._load(variant, main, "evt_kernel", sm90_params(self.p, frag),
+                                      launch_sm90.shared_bytes(self.p, self.det, pingpong, aux_async, frag))}
         else:
             main = (simt_source(self.p, variant[1], SIM_TILING if simulator() else GPU_TILING, self.det)
                     if variant[0] == "simt" else
@@ -127,17 +128,22 @@ class Runner:
         mirrors = _Mirrors(side)
         values = self._main_values(b, mirrors)
         stream = 0 if simulator() else streams.current_stream(side)
-        variant = self.variant(b, values[0], values[1], values[12:12 + 4 * len(self.p.inputs):4])
+        out0 = 12 + 4 * len(self.p.inputs) + len(self.p.scalars)
+        out_pos = list(range(out0, out0 + 4 * len(self.p.outputs), 4))
+        variant = self.variant(b, values[0], values[1], values[12:out0 - len(self.p.scalars):4],
+                               [values[q] for q in out_pos])
         maps = None
-        if variant[0] == "sm90":     # the tensor maps embed A's and B's addresses: a replay refills them
+        if variant[0] == "sm90":     # the tensor maps embed the operands' addresses: a replay refills them
             capturing = side != "numpy" and streams.capturing(stream)
-            ptrs = launch_sm90.map_pointers(launch_sm90.problem(b), values[0], values[1], variant[2], stream, capturing)
+            geo = launch_sm90.output_maps(b, self.p) if variant[7] else ()
+            ptrs = launch_sm90.map_pointers(launch_sm90.problem(b), values[0], values[1], variant[2], stream, capturing,
+                                            tuple(zip([values[q] for q in out_pos], geo)))
             if ptrs is None:
                 variant, _ = select.variant(b, values[0], values[1], self.force_simt, False)
                 self.stages["sm90"] = ("fallback to the mma.sync kernel: a CUDA graph is being captured and every "
                                        "tensor-map slot is in use (new slots cannot be allocated during capture)")
             else:
-                maps = (len(values) + 3 * len(self.p.reductions), launch_sm90.problem(b), variant[2])
+                maps = (len(values) + 3 * len(self.p.reductions), launch_sm90.problem(b), variant[2], geo)
         fns = self.function(variant)
         grid, block, partial_grid = self._launch_shape(b, variant)
         if self.p.reductions and not simulator():

@@ -5,11 +5,13 @@ A variant is the key the Runner compiles and caches a kernel under:
                                                     cp.async cannot read;
   ('mma', dtype, a_kmajor, b_kmajor)                fp16/bf16 with 16-byte aligned A and B rows
                                                     (K- or M/N-contiguous);
-  ('sm90', dtype, b_kmajor, a_batched, b_batched, pingpong, aux_async)
+  ('sm90', dtype, b_kmajor, a_batched, b_batched, pingpong, aux_async, frag)
                                                     `sm90=True` on an sm_90 GPU when the call
                                                     fits TMA's rules (sm90_refusal says why not);
                                                     the schedule from sm90_schedule (sm90_pingpong),
-                                                    (M, N) inputs staged or not (sm90_aux_async).
+                                                    (M, N) inputs staged or not (sm90_aux_async),
+                                                    the epilogue on the fragments with TMA-stored
+                                                    outputs or staged (sm90_fragment).
 The Program does not fix the operands' layout, so the choice is made per call from the bound
 strides and device addresses: pure Python, microseconds, unit-tested without a GPU.
 """
@@ -19,8 +21,10 @@ import numpy as np
 
 from evt_core.dtypes import DTYPES
 from evt_core.errors import KernelCompileError
+from evt_core.tree.ops import Op
 
 from ..gpu import sm90
+from .codegen import epilogue_fragment
 from .codegen.epilogue_sm90 import SmemLayout, tile_inputs
 from .codegen.mainloop_sm90 import BN
 from .runtime import driver
@@ -32,12 +36,15 @@ def simulator():
     return os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 
 
-def variant(b, a_ptr, b_ptr, force_simt, use_sm90, schedule="auto", program=None, in_ptrs=(), deterministic=False):
+def variant(b, a_ptr, b_ptr, force_simt, use_sm90, schedule="auto", program=None, in_ptrs=(), deterministic=False,
+            out_ptrs=(), epilogue="auto"):
     """(variant, note): note is what kernel.stages["sm90"] records for this call (the sm90
     kernel's description, or why the call falls back to mma.sync), None when sm90 is off.
     a_ptr, b_ptr: the device addresses the sm90 kernel's tensor maps would read. schedule: the
-    sm90 kernel's, "pingpong", "cooperative" or "auto" (sm90_pingpong of `program`); in_ptrs:
-    the inputs' device addresses and deterministic the option, for sm90_aux_async."""
+    sm90 kernel's, "pingpong", "cooperative" or "auto" (sm90_pingpong of `program`); in_ptrs,
+    out_ptrs: the inputs' and outputs' device addresses, deterministic the option, for
+    sm90_aux_async and sm90_fragment; epilogue: "auto" (the fragment epilogue where
+    sm90_fragment holds), "fragment" (wherever the call allows it) or "staged"."""
     if simulator() or force_simt or b.dtype == "float32":
         return ("simt", b.dtype), None
     note = None
@@ -46,9 +53,12 @@ def variant(b, a_ptr, b_ptr, force_simt, use_sm90, schedule="auto", program=None
         if why is None:
             kmajor = b_kmajor(b)
             pp = schedule == "pingpong" or (schedule == "auto" and sm90_pingpong(b, program))
-            aux = not pp and sm90_aux_async(b, program, in_ptrs, deterministic)
-            return (("sm90", b.dtype, kmajor, b.a_strides[0] != 0, b.b_strides[0] != 0, pp, aux),
-                    sm90_description(b, kmajor, pp, aux))
+            frag = epilogue != "staged" and sm90_fragment(b, program, in_ptrs, out_ptrs, pp, deterministic,
+                                                          measured=epilogue == "auto")
+            aux = (not pp and bool(tile_inputs(program))) if frag else \
+                (not pp and sm90_aux_async(b, program, in_ptrs, deterministic))
+            return (("sm90", b.dtype, kmajor, b.a_strides[0] != 0, b.b_strides[0] != 0, pp, aux, frag),
+                    sm90_description(b, kmajor, pp, aux, frag))
         note = f"fallback to the mma.sync kernel: {why}"
     a_layout = _tc_layout(b.a_strides[2], b.a_strides[1])
     b_layout = _tc_layout(b.b_strides[1], b.b_strides[2])
@@ -125,19 +135,57 @@ def sm90_aux_async(b, program, in_ptrs, deterministic):
     mainloop (codegen/epilogue_sm90.aux_copy_lines) when each one's rows are N-contiguous, its
     base and row and batch strides 16-byte aligned, and the buffers leave room for a ring of
     three slots (so fp32 tile inputs, 64 KB of buffers, stay on the per-row path)."""
-    ks = tile_inputs(program) if program is not None else []
-    if not ks or len(in_ptrs) < len(program.inputs):
+    if not (tile_inputs(program) if program is not None else []) or not _inputs_copyable(b, program, in_ptrs):
         return False
-    for k in ks:
-        sl, sm, sn = b.inputs[k].strides
-        if sn != 1 or not sm90.tma_rows_ok(in_ptrs[k], sm, sl, DTYPES[program.inputs[k].dtype].itemsize):
-            return False
     lay = SmemLayout(program, BN, deterministic, False, True)
     return lay.fits and lay.stages >= 3
 
 
-def sm90_description(b, kmajor, pingpong, aux_async=False):
+def _inputs_copyable(b, program, in_ptrs):
+    """Every (M, N) input has N-contiguous rows, and a 16-byte aligned base, row and batch stride."""
+    if len(in_ptrs) < len(program.inputs):
+        return False
+    for k in tile_inputs(program):
+        sl, sm, sn = b.inputs[k].strides
+        if sn != 1 or not sm90.tma_rows_ok(in_ptrs[k], sm, sl, DTYPES[program.inputs[k].dtype].itemsize):
+            return False
+    return True
+
+
+# ops numba lowers to long libdevice sequences (no fast spelling here yet)
+_LONG_MATH = {getattr(Op, n) for n in ("TANH", "EXP", "LOG", "ERF", "SIGMOID", "SILU", "GELU", "GELU_GRAD",
+                                       "GELU_TANH", "GELU_TANH_GRAD") if hasattr(Op, n)}
+
+
+def sm90_fragment(b, program, in_ptrs, out_ptrs, pingpong, deterministic, measured=True):
+    """The fragment epilogue (codegen/epilogue_fragment.py) takes a call when its tree can
+    (epilogue_fragment.refusal), every output is N-contiguous with TMA-aligned rows (its
+    stores are 64 x 64 panels), every (M, N) input can be staged (none in ping-pong, whose
+    tiles have no input buffers; copyable ones in cooperative) and the layout leaves a ring of
+    three slots or more (two starve the mainloop).
+
+    And, measured (bench/RESULTS.md, H200, 2026-12-01): not for a tree with a transcendental
+    op and no reduction. Fully unrolled over the fragment, libdevice's tanh made R2 and W1
+    slower than the staged epilogue's compact row loop (R2 127.6 against 106.8 us, W1 166.8
+    against 114.2); with a reduction the fragment combines win anyway (W2 127.9 against 141.8).
+    `measured=False` (sm90_epilogue="fragment") skips that rule."""
+    if program is None or epilogue_fragment.refusal(program) is not None or len(out_ptrs) < len(program.outputs):
+        return False
+    if measured and not program.reductions and any(ins.op in _LONG_MATH for ins in program.instrs):
+        return False
+    for ptr, t in zip(out_ptrs, b.outputs):
+        sl, sm, sn = t.strides
+        if sn != 1 or not sm90.tma_rows_ok(ptr, sm, sl):
+            return False
+    if tile_inputs(program) and (pingpong or not _inputs_copyable(b, program, in_ptrs)):
+        return False
+    lay = epilogue_fragment.FragLayout(program, BN, deterministic, pingpong)
+    return lay.fits and lay.stages >= 3
+
+
+def sm90_description(b, kmajor, pingpong, aux_async=False, frag=False):
     tiles = b.L * tile_count(b.M, sm90.BM) * tile_count(b.N, BN)
     return (f"sm_90a warp-specialised kernel: {b.dtype}, tile {sm90.BM}x{BN}x{sm90.BK}, "
             f"{'ping-pong' if pingpong else 'cooperative'} schedule, B {'K' if kmajor else 'N'}-major, "
+            f"{'epilogue on the fragments with TMA-stored outputs' if frag else 'staged epilogue'}, "
             f"{'(M, N) inputs staged by cp.async, ' if aux_async else ''}{tiles} tiles over a persistent grid")

@@ -92,6 +92,41 @@ def test_tile_inputs_staged_by_cp_async(ab, shape, pitch):
     assert stage.startswith("sm_90a") and ("staged by cp.async" in stage) is (pitch is None), stage
 
 
+FRAG_SHAPES = [(0, 128, 128, 64), (2, 200, 136, 72), (0, 77, 48, 40), (3, 129, 264, 96), (0, 1, 16, 8),
+               (0, 1000, 1000, 1000)]
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
+@pytest.mark.parametrize("name", ["stats", "activations", "dgelu"])
+@pytest.mark.parametrize("ab", ["float16", "bfloat16"])
+@pytest.mark.parametrize("det", [False, True])
+@pytest.mark.parametrize("shape", FRAG_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_fragment_epilogue(name, ab, det, schedule, shape):
+    """The epilogue on the wgmma fragments with TMA-stored outputs: row, column and whole-tile
+    reductions, row and column vectors, (M, N) inputs staged by cp.async (cooperative; ping-pong
+    then takes the staged epilogue), edge tiles the TMA stores clip, batched 3-D output maps."""
+    tree, A, B, inputs = case(name, *shape, ab=ab, out=ab)
+    stage = _run(tree, A, B, inputs, f"{name} {ab} {shape} det={det} {schedule}", deterministic=det,
+                 sm90_schedule=schedule, sm90_epilogue="fragment")
+    mn_input = name in ("stats", "dgelu") and shape[1] > 1      # (an M = 1 trace has no (M, N) input)
+    assert _sm90_stage(stage, schedule) and ("TMA-stored outputs" in stage) is not (mn_input and schedule == "pingpong"), \
+        stage
+
+
+def test_fragment_epilogue_falls_back_where_it_cannot_store():
+    """Outputs TMA cannot store (rows of 20 x 2 bytes; B K-major so the mainloop still fits) and
+    fp32 outputs take the staged epilogue, as does sm90_epilogue="staged"."""
+    tree, A, B, inputs = case("activations", 2, 100, 20, 40)
+    A, B = relayout("B_colmajor", A, B)
+    assert "staged epilogue" in _run(tree, A, B, inputs, "N = 20", sm90_schedule="pingpong")
+    tree, A, B, inputs = case("bias_relu_stats", 0, 100, 64, 40)
+    assert "staged epilogue" in _run(tree, A, B, inputs, "fp32 output F", sm90_schedule="pingpong")
+    tree, A, B, inputs = case("activations", 0, 100, 64, 40)
+    assert "staged epilogue" in _run(tree, A, B, inputs, "forced", sm90_schedule="pingpong", sm90_epilogue="staged")
+    assert "staged epilogue" in _run(tree, A, B, inputs, "auto: transcendentals, no reduction", sm90_schedule="pingpong")
+    assert "TMA-stored" in _run(tree, A, B, inputs, "fragment", sm90_schedule="pingpong", sm90_epilogue="fragment")
+
+
 @pytest.mark.parametrize("schedule", SCHEDULES)
 def test_many_tiles_per_cta(schedule):
     """More tiles than two per SM, odd counts per CTA and edge tiles: every CTA alternates
@@ -126,13 +161,14 @@ def test_deterministic_runs_are_bit_identical(schedule):
         assert np.array_equal(np.asarray(a[name]), np.asarray(b[name]), equal_nan=True), name
 
 
+@pytest.mark.parametrize("name", ["bias_relu_stats", "stats"])
 @pytest.mark.parametrize("schedule", SCHEDULES)
-def test_cuda_graph_capture_with_new_operands(schedule):
+def test_cuda_graph_capture_with_new_operands(schedule, name):
     """Inside a CUDA-graph capture new A/B addresses need new tensor maps: they are copied on the
     capturing stream (runtime/map_slots.py), so the graph replays the sm_90a kernel on them, and
     eager calls before and after stay correct."""
     torch = pytest.importorskip("torch")
-    tree, A, B, inputs = case("bias_relu_stats", 0, 256, 264, 128, ab="float16", out="float16")
+    tree, A, B, inputs = case(name, 0, 256, 264, 128, ab="float16", out="float16")
     k = evt_core.compile(tree, backend="numba_cuda", sm90=True, sm90_schedule=schedule)
     dev = {n: torch.from_numpy(np.ascontiguousarray(v)).cuda() if hasattr(v, "shape") else v for n, v in inputs.items()}
     tA, tB = torch.from_numpy(A).cuda(), torch.from_numpy(B).cuda()

@@ -27,24 +27,30 @@ def _trace(fn, extra, out_dtype):
 
 def programs():
     """name -> (program, ab dtype, B K-major, A batched, B batched, deterministic, ping-pong,
-    (M, N) inputs staged by cp.async)."""
+    (M, N) inputs staged by cp.async, fragment epilogue with TMA-stored outputs)."""
     brs = case("bias_relu_stats", 2, 13, 11, 9)[0].program
     return {
-        "bare": (_trace(_bare, {}, np.float16), "float16", False, False, False, False, False, False),
+        "bare": (_trace(_bare, {}, np.float16), "float16", False, False, False, False, False, False, False),
         "bias_gelu": (_trace(_bias_gelu, {"bias": np.empty((64,), np.float32)}, np.float16),
-                      "bfloat16", True, False, False, False, False, False),
+                      "bfloat16", True, False, False, False, False, False, False),
         # row/col/all reductions, an (M, N) aux input, two outputs; deterministic partials
-        "reductions_aux_two_outputs": (brs, "float16", False, True, True, True, False, False),
+        "reductions_aux_two_outputs": (brs, "float16", False, True, True, True, False, False, False),
         # reductions over L and MEAN, batched operands (3-D tensor maps)
         "means_batched": (case("means", 3, 13, 11, 9)[0].program, "bfloat16", True, True, False, False, False,
-                          False),
+                          False, False),
         # the ping-pong schedule: two m64n128 fragments per warpgroup, the 128-row epilogue
         "pingpong_bias_gelu": (_trace(_bias_gelu, {"bias": np.empty((64,), np.float32)}, np.float16),
-                               "float16", False, False, False, False, True, False),
-        "pingpong_reductions": (brs, "bfloat16", True, True, False, True, True, False),
+                               "float16", False, False, False, False, True, False, False),
+        "pingpong_reductions": (brs, "bfloat16", True, True, False, True, True, False, False),
         # an (M, N) bf16 input copied into shared memory under the mainloop (a 3-slot ring)
         "staged_dgelu": (case("dgelu", 2, 13, 11, 9, ab="bfloat16", out="bfloat16")[0].program, "bfloat16", False,
-                         True, True, False, False, True),
+                         True, True, False, False, True, False),
+        # the fragment epilogue: the tree on the wgmma fragments, outputs by TMA stores
+        "frag_pingpong_bias_gelu": (_trace(_bias_gelu, {"bias": np.empty((64,), np.float32)}, np.float16),
+                                    "float16", False, False, False, False, True, False, True),
+        # row, column and whole-tile reductions, a row vector and an (M, N) input staged by cp.async
+        "frag_stats_det": (case("stats", 2, 13, 11, 9, ab="bfloat16", out="bfloat16")[0].program, "bfloat16", True,
+                           True, True, True, False, True, True),
     }
 
 
@@ -52,8 +58,9 @@ def build(name):
     if name not in _built:
         from evt_backends.numba_cuda.runtime import build as nb
         from evt_backends.numba_cuda.codegen.mainloop_sm90 import module_prelude, sm90_params, sm90_source
-        p, ab, kmajor, a_batched, b_batched, det, pingpong, aux = programs()[name]
-        src = module_prelude(ab, kmajor) + "\n" + sm90_source(p, ab, kmajor, a_batched, b_batched, det, pingpong, aux)
+        p, ab, kmajor, a_batched, b_batched, det, pingpong, aux, frag = programs()[name]
+        src = module_prelude(ab, kmajor) + "\n" + sm90_source(p, ab, kmajor, a_batched, b_batched, det, pingpong, aux,
+                                                                frag)
         key = nb.cache_key("sm90_kernels", name, p.key(), src)
-        _built[name] = nb.build(key, src, "evt_kernel", sm90_params(p), sm90a=True)
+        _built[name] = nb.build(key, src, "evt_kernel", sm90_params(p, frag), sm90a=True)
     return _built[name]

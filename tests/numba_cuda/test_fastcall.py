@@ -124,24 +124,25 @@ def test_other_signatures_take_the_checked_path(recorded):
 
 
 def test_sm90_fast_path_refills_the_tensor_maps(recorded, monkeypatch):
-    """The sm_90a kernel's tensor maps embed A's and B's addresses: a replayed call with new
-    operands passes the maps of the new addresses (encoded once per address pair), and a
-    replay with the same operands passes the same maps."""
+    """The sm_90a kernel's tensor maps embed A's, B's and (fragment epilogue) the outputs'
+    addresses: a replayed call with new operands passes the maps of the new addresses, encoded
+    once per address triple."""
     from evt_backends.gpu import tensormap
     from evt_backends.numba_cuda.runtime import driver, launch_sm90
     buffers = iter(range(0x100000, 0x200000, 0x1000))
 
     class Slots:         # runtime/map_slots.py has its own test; here: one slot per call key
-        def __init__(self):
-            self.slots = {}
+        def __init__(self, maps):
+            self.slots, self.maps = {}, maps
 
         def pointers(self, key, encode, stream, capturing):
             if key not in self.slots:
                 encode()
                 self.slots[key] = next(buffers)
-            return self.slots[key], self.slots[key] + 128
+            return tuple(self.slots[key] + 128 * i for i in range(self.maps))
     encoded = []
-    monkeypatch.setattr(launch_sm90, "_slots", Slots())
+    monkeypatch.setattr(launch_sm90, "_slots", {})
+    monkeypatch.setattr(launch_sm90, "MapSlots", Slots)
     monkeypatch.setattr(driver, "compute_capability", lambda: (9, 0))
     monkeypatch.setattr(launch_sm90, "sm_count", lambda: 132)
     monkeypatch.setattr(launch_sm90, "watchdog_pointer", lambda: 0x77)
@@ -152,16 +153,16 @@ def test_sm90_fast_path_refills_the_tensor_maps(recorded, monkeypatch):
     A1, A2 = FakeCuda((M, K), torch.float16), FakeCuda((M, K), torch.float16)
     kernel(A1, B, bias=bias, alpha=0.5)
     assert kernel.stages["sm90"].startswith("sm_90a warp-specialised kernel")
+    assert "TMA-stored outputs" in kernel.stages["sm90"]      # D: one more map, for its stores
     first, n1 = recorded[-2][1], len(encoded)
     kernel(A2, B, bias=bias, alpha=0.5)          # the replay path, new A
     second, n2 = recorded[-2][1], len(encoded)
-    kernel(A1, B, bias=bias, alpha=0.5)          # the replay path, the first A again
-    third, n3 = recorded[-2][1], len(encoded)
-    pos = len(first) - 5                          # A map, B map, watchdog, tiles_m, tiles_n
+    pos = len(first) - 6                          # A map, B map, D map, watchdog, tiles_m, tiles_n
     assert second[0] == A2.data_ptr() and second[pos] != first[pos] and second[pos + 1] != first[pos + 1]
-    assert third[pos:pos + 2] == first[pos:pos + 2]
-    assert first[pos + 2:] == second[pos + 2:] == (0x77, 2, 1)
-    assert encoded[n1:n2] == [A2.data_ptr(), B.data_ptr()] and n3 == n2     # new pair encoded once, old pair a hit
+    assert first[pos + 3:] == second[pos + 3:] == (0x77, 2, 1)
+    # the replay's maps are those of its own A, B and newly allocated D, encoded once
+    d2 = second[12 + 4 + 1]                       # D's pointer: after A, B, the problem, bias, alpha
+    assert encoded[n1:n2] == [A2.data_ptr(), B.data_ptr(), d2]
 
 
 def test_launch_rewrites_only_changed_slots_while_the_owner_is_the_last_writer():

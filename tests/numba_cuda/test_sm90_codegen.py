@@ -170,29 +170,35 @@ def test_tile_inputs_staged_only_when_aligned_and_a_ring_fits():
     assert SmemLayout(w4, 128, False).stages == 4 and not SmemLayout(w4, 128, False).aux
 
 
+@pytest.mark.parametrize("pitch", [128, 136])
 @pytest.mark.parametrize("dtype,es", [("float16", 2), ("bfloat16", 2)])
-def test_staged_input_copies_cover_the_tile_once_where_the_epilogue_reads(dtype, es):
+def test_staged_input_copies_cover_the_tile_once_where_the_epilogue_reads(dtype, es, pitch):
     """aux_copy_lines' index math: the 128 threads' 16-byte copies cover the warpgroup's 64 x 128
-    block exactly once, and copy q lands at byte 16 q, where the epilogue reads element (r, c)
-    at index r * 128 + c of the 16-bit buffer."""
+    block exactly once, and element (r, c) lands at index r * pitch + c of the 16-bit buffer,
+    where the epilogue reads it: dense rows (the staged epilogue) or rows padded to
+    epilogue_fragment.AUX_PITCH (the fragment epilogue)."""
+    from evt_backends.numba_cuda.codegen.epilogue_fragment import AUX_PITCH
     from evt_backends.numba_cuda.codegen.epilogue_sm90 import aux_copy_lines
     from trees import case
+    assert AUX_PITCH == 136      # the padded case below
     p = case("dgelu", 0, 13, 11, 9, ab=dtype, out=dtype)[0].program
-    lay = SimpleNamespace(aux={0: (0, 64 * 128 * es)}, bn=128)
+    lay = SimpleNamespace(aux={0: (0, 64 * pitch * es)}, bn=128, aux_row_bytes=lambda k, prog: pitch * es)
     src = "\n".join(aux_copy_lines(p, lay))
     per_chunk = 16 // es
     cpr = 128 // per_chunk
     per_thread = int(src.split("for u in range(")[1].split(")")[0])
-    assert f"// {cpr}" in src and f"* {per_chunk}" in src and "q * 16" in src, src
+    dst = src.split("cp_async16(")[1].split(", asrc")[0]
+    assert f"// {cpr}" in src and f"* {per_chunk}" in src, src
     landed = {}
     for tid in range(128):
         for u in range(per_thread):
             q = tid + 128 * u
             row, col = q // cpr, (q % cpr) * per_chunk
-            for e in range(per_chunk):           # element (row, col + e) at byte 16 q + e * es
-                landed.setdefault((row, col + e), []).append(16 * q + e * es)
+            at = eval(dst, {"abuf0": 0, "q": q, "ar": row})      # the copy's destination byte
+            for e in range(per_chunk):           # element (row, col + e) at byte at + e * es
+                landed.setdefault((row, col + e), []).append(at + e * es)
     assert sorted(landed) == [(r, c) for r in range(64) for c in range(128)]
-    assert all(v == [(r * 128 + c) * es] for (r, c), v in landed.items())
+    assert all(v == [(r * pitch + c) * es] for (r, c), v in landed.items())
 
 
 def test_ping_pong_hand_overs_pair_every_wait_with_one_arrive():

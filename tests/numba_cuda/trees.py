@@ -48,6 +48,16 @@ def means(accum, aux):
     return y, y_colmean, y_rowmean, y_batchsum, y_all
 
 
+def stats(accum, bias, r, rowscale):
+    """A tree the fragment epilogue takes whole: 16-bit output, a row vector, a column vector, an
+    (M, N) input, and row, column and whole-tile reductions (AMIN carried negated)."""
+    y = accum * rowscale + bias + r
+    y_rowsum = ops.sum(y, over="N")
+    y_colmax = ops.amax(y, over="M")
+    y_min = ops.amin(y, over=("M", "N"))
+    return y, y_rowsum, y_colmax, y_min
+
+
 def _ints(rng, shape, dt):
     return rng.integers(-2, 3, shape).astype(np.float32).astype(DTYPES[dt])
 
@@ -77,6 +87,13 @@ def case(name, L, M, N, K, ab="float16", out="float16", col_major_aux=False, see
         inputs = {"z": (rng.integers(-16, 16, lead + (M, N)) / 4).astype(DTYPES[out])}
         ex = {"accum": acc, **inputs, "dz": np.empty(lead + (M, N), DTYPES[out])}
         fn = dgelu
+    elif name == "stats":
+        inputs = {"bias": _ints(rng, (N,), "float32"), "r": _ints(rng, lead + (M, N), out),
+                  "rowscale": _ints(rng, lead + (M, 1), "float16") + np.float16(3)}
+        ex = {"accum": acc, **inputs, "y": np.empty(lead + (M, N), DTYPES[out]),
+              "y_rowsum": np.empty(lead + (M,), np.float32), "y_colmax": np.empty(lead + (N,), np.float32),
+              "y_min": np.empty(lead if L else (), np.float32)}
+        fn = stats
     elif name == "means":
         assert L, "means reduces over L"
         inputs = {"aux": _ints(rng, (1, M, N), "float32")}

@@ -29,6 +29,42 @@ _LOADERS = {"float32": "ld_f32", "float16": "ld_f16", "bfloat16": "ld_bf16"}
 _STORERS = {"float32": "st_f32", "float16": "st_f16", "bfloat16": "st_bf16"}
 
 
+def tree_lines(program, accum_src, sfx, store, reduce):
+    """One element's code, one line per IR instruction; its values are named v<idx><sfx>.
+    LOAD values must already be bound (each writer issues its loads ahead, for the whole row or
+    fragment); store(idx, ins, src) and reduce(idx, ins, src) give the lines of a STORE and of a
+    reduction's contribution, which is where the epilogue writers differ."""
+    lines = []
+    for idx, ins in enumerate(program.instrs):
+        v = f"v{idx}{sfx}"
+        a = [f"v{x}{sfx}" for x in ins.args]
+        if ins.op is Op.ACCUM:
+            lines.append(f"{v} = {accum_src}    # %{idx} = accum")
+        elif ins.op is Op.LOAD:
+            pass
+        elif ins.op is Op.SCALAR:
+            lines.append(f"{v} = sc{ins.arg}    # %{idx} = scalar {program.scalars[ins.arg]}")
+        elif ins.op is Op.CONST:
+            lines.append(f"{v} = float32({float(ins.arg)!r})    # %{idx} = const")
+        elif ins.op is Op.STORE:
+            lines += store(idx, ins, a[0])
+        elif ins.op in (Op.SUM, Op.MEAN, Op.AMAX, Op.AMIN):
+            lines += reduce(idx, ins, a[0])
+        else:
+            lines.append(f"{v} = {spell(ins.op, a)}    # %{idx} = {ins.op.value}")
+    return lines
+
+
+def global_combine(red, det, k, value, m, n):
+    """One combine of `value` into reduction k's fp32 workspace at (l, m, n) kept coords; a
+    reduced axis is slot 0 (atomic) or the tile's own slot tile_m / tile_n (deterministic)."""
+    lw = "l" if ("L" not in red.over or det) else "0"
+    mw = m if "M" not in red.over else ("tile_m" if det else "0")
+    nw = n if "N" not in red.over else ("tile_n" if det else "0")
+    at = f"({lw} * ws{k}_wm + {mw}) * ws{k}_wn + {nw}"
+    if det:
+        return f"st_f32(ws{k}, {at}, {value})"
+    return f"{'red_add' if red.op in (Op.SUM, Op.MEAN) else 'red_max'}(ws{k}, {at}, {value})"
 
 
 def combine(red, a, b):
@@ -275,31 +311,13 @@ class EpilogueWriter:
         return out
 
     def element(self, accum_src, j, m, n, sfx, row, at, ok):
-        """Straight-line code for one element (m, n): one line per IR instruction.
-        at(t): the source of the element's offset in tensor t; ok: the source of its bound check.
-        The math runs unguarded (its inputs are zero past the edges; a value computed there is
-        never used) and only stores and reductions test `ok`: a branch around each element
-        kept the compiler from overlapping one element's shared- and global-memory latency
-        with the next element's work."""
-        p, lines = self.p, []
-        for idx, ins in enumerate(p.instrs):
-            v = f"v{idx}{sfx}"
-            a = [f"v{x}{sfx}" for x in ins.args]
-            if ins.op is Op.ACCUM:
-                lines.append(f"{v} = {accum_src}    # %{idx} = accum")
-            elif ins.op is Op.LOAD:
-                pass      # issued for the whole row by chunk(), before any element's stores
-            elif ins.op is Op.SCALAR:
-                lines.append(f"{v} = sc{ins.arg}    # %{idx} = scalar {p.scalars[ins.arg]}")
-            elif ins.op is Op.CONST:
-                lines.append(f"{v} = float32({float(ins.arg)!r})    # %{idx} = const")
-            elif ins.op is Op.STORE:
-                lines += self._store(idx, ins, a[0], m, n, at, ok)
-            elif ins.op in (Op.SUM, Op.MEAN, Op.AMAX, Op.AMIN):
-                lines += self._reduce(idx, ins, a[0], j, m, n, row, ok)
-            else:
-                lines.append(f"{v} = {spell(ins.op, a)}    # %{idx} = {ins.op.value}")
-        return lines
+        """Straight-line code for one element (m, n) (tree_lines). at(t): the source of the
+        element's offset in tensor t; ok: the source of its bound check. The math runs unguarded
+        (its inputs are zero past the edges; a value computed there is never used) and only
+        stores and reductions test `ok`: a branch around each element kept the compiler from
+        overlapping one element's shared- and global-memory latency with the next element's work."""
+        return tree_lines(self.p, accum_src, sfx, lambda idx, ins, src: self._store(idx, ins, src, m, n, at, ok),
+                          lambda idx, ins, src: self._reduce(idx, ins, src, j, m, n, row, ok))
 
     def _store(self, idx, ins, src, m, n, at, ok):
         """A predicated store (ptx.st_*_if): straight-line code. An output that does not span an
@@ -323,15 +341,7 @@ class EpilogueWriter:
     # ---- CTA-level combines ------------------------------------------------------------------
 
     def global_combine(self, k, value, m, n):
-        """One combine of `value` into reduction k's fp32 workspace at (l, m, n) kept coords."""
-        red = self.p.reductions[k]
-        lw = "l" if ("L" not in red.over or self.det) else "0"
-        mw = m if "M" not in red.over else ("tile_m" if self.det else "0")
-        nw = n if "N" not in red.over else ("tile_n" if self.det else "0")
-        at = f"({lw} * ws{k}_wm + {mw}) * ws{k}_wn + {nw}"
-        if self.det:
-            return f"st_f32(ws{k}, {at}, {value})"
-        return f"{'red_add' if red.op in (Op.SUM, Op.MEAN) else 'red_max'}(ws{k}, {at}, {value})"
+        return global_combine(self.p.reductions[k], self.det, k, value, m, n)
 
     def epilogue_end(self):
         """After the last chunk: combine col and all partials across the CTA."""

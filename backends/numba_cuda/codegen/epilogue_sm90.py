@@ -85,11 +85,14 @@ class SmemLayout:
         self.total = self.used + sm90.SWIZZLE_ALIGN      # slack to round the base up to 1024
         self.fits = self.total <= sm90.MAX_DYNAMIC_SHARED and stages >= 2
 
+    def aux_row_bytes(self, k, program):
+        return self.bn * DTYPES[program.inputs[k].dtype].itemsize
+
 
 def aux_copy_lines(program, lay):
     """At a tile's start (consumer, before its k-loop): this warpgroup copies its 64 rows of
-    every tile input into its aux buffer with cp.async, 16 bytes per copy, zero-filled past
-    M and N, so the copies run under the mainloop and the epilogue reads shared memory.
+    every tile input into its aux buffer (rows lay.aux_row_bytes apart) with cp.async, 16 bytes
+    per copy, zero-filled past M and N, so the copies run under the mainloop and the epilogue reads shared memory.
     Needs N-contiguous rows and 16-byte aligned bases and row strides (select.sm90_aux_async)."""
     if not lay.aux:
         return []
@@ -100,6 +103,8 @@ def aux_copy_lines(program, lay):
         per_chunk = 16 // es                          # elements per 16-byte copy
         cpr = lay.bn // per_chunk                     # copies per row
         per_thread = sm90.WG_ROWS * cpr // 128
+        row_bytes = lay.aux_row_bytes(k, program)     # dense, or padded (epilogue_fragment.AUX_PITCH)
+        dst = f"abuf{k} + q * 16" if row_bytes == cpr * 16 else f"abuf{k} + ar * {row_bytes} + (q % {cpr}) * 16"
         out += [f"abuf{k} = sbase + {off} + wg * {size}    # {program.inputs[k].name}",
                 f"for u in range({per_thread}):",
                 f"    q = tid + 128 * u",
@@ -109,7 +114,7 @@ def aux_copy_lines(program, lay):
                 f"    aok = (am < M) & (an < N)",
                 f"    abytes = min(N - an, {per_chunk}) * {es} if aok else 0",
                 f"    asrc = in{k}_p + (l * in{k}_sl + am * in{k}_sm + an) * {es} if aok else in{k}_p",
-                f"    cp_async16(abuf{k} + q * 16, asrc, abytes)"]
+                f"    cp_async16({dst}, asrc, abytes)"]
     out.append("cp_async_commit()")
     return out
 

@@ -15,6 +15,7 @@ thread layout EpilogueWriter expects, so every op, reduction and deterministic m
 mma.sync kernel works unchanged.
 """
 from ...gpu import sm90
+from . import epilogue_fragment
 from .epilogue_sm90 import SmemLayout, aux_copy_lines, epilogue_lines
 from .abi import Param, arg_list, main_params
 
@@ -24,11 +25,19 @@ N_ACC = BN // 2
 WAIT_FULL, WAIT_EMPTY = 1, 2      # watchdog codes: which wait timed out
 
 
-def sm90_params(program):
-    """main_params, then what only this kernel takes: the two tensor maps (global-memory
-    addresses), the watchdog word, and the tile counts."""
-    return main_params(program) + [Param("tmA", "ptr"), Param("tmB", "ptr"), Param("werr", "ptr"),
+def sm90_params(program, frag=False):
+    """main_params, then what only this kernel takes: the tensor maps (global-memory addresses)
+    of A, B and (fragment epilogue) every output, the watchdog word, and the tile counts."""
+    outs = [Param(f"tmO{k}", "ptr") for k in range(len(program.outputs))] if frag else []
+    return main_params(program) + [Param("tmA", "ptr"), Param("tmB", "ptr"), *outs, Param("werr", "ptr"),
                                    Param("tiles_m", "int"), Param("tiles_n", "int")]
+
+
+def smem_layout(program, deterministic, pingpong, aux_async, frag):
+    """The shared-memory layout of a variant: the fragment epilogue's or the staged one's."""
+    if frag:
+        return epilogue_fragment.FragLayout(program, BN, deterministic, pingpong)
+    return SmemLayout(program, BN, deterministic, pingpong, aux_async)
 
 
 def module_prelude(ab_dtype, b_kmajor):
@@ -40,10 +49,12 @@ def module_prelude(ab_dtype, b_kmajor):
 
 
 def sm90_source(program, ab_dtype, b_kmajor, a_batched, b_batched, deterministic, pingpong=False,
-                aux_async=False):
+                aux_async=False, frag=False):
     """aux_async: the epilogue's (M, N) inputs are copied into shared memory by cp.async while
-    the tile's mainloop runs (epilogue_sm90.aux_copy_lines), instead of loaded per row."""
-    lay = SmemLayout(program, BN, deterministic, pingpong, aux_async)
+    the tile's mainloop runs (epilogue_sm90.aux_copy_lines), instead of loaded per row.
+    frag: the tree is evaluated on the fragments and the outputs TMA-stored (epilogue_fragment;
+    its layout stages every (M, N) input of a cooperative kernel)."""
+    lay = smem_layout(program, deterministic, pingpong, aux_async, frag)
     stages = lay.stages
     body = [
         "smem = cuda.shared.array(0, uint8)",
@@ -66,8 +77,14 @@ def sm90_source(program, ab_dtype, b_kmajor, a_batched, b_batched, deterministic
     body += ["    " + s for s in _producer(b_kmajor, a_batched, b_batched, stages)]
     body.append("else:")
     consumer = _consumer_pingpong if pingpong else _consumer
-    body += ["    " + s for s in consumer(program, b_kmajor, deterministic, lay)]
-    src = f"def evt_kernel({arg_list(sm90_params(program))}):\n" + "\n".join("    " + s if s else "" for s in body)
+    epilogue = (epilogue_fragment.fragment_lines if frag else epilogue_lines)
+    tail = consumer(program, b_kmajor, deterministic, lay, epilogue)
+    if frag:
+        tail = tail[:2] + epilogue_fragment.consumer_prologue(program) + tail[2:] + \
+            epilogue_fragment.consumer_epilogue()
+    body += ["    " + s for s in tail]
+    head = epilogue_fragment.pair_function(program) + "\n\n" if frag else ""
+    src = head + f"def evt_kernel({arg_list(sm90_params(program, frag))}):\n" + "\n".join("    " + s if s else "" for s in body)
     return src + "\n"
 
 
@@ -159,7 +176,7 @@ def _k_loop(b_kmajor, frags, stages):
     return out
 
 
-def _consumer(program, b_kmajor, deterministic, lay):
+def _consumer(program, b_kmajor, deterministic, lay, epilogue):
     """Cooperative: both consumer warpgroups work on every tile, 64 rows each."""
     out = ["# ---- consumer warpgroups: wgmma over the ring, then the fused epilogue ----",
            "setmaxnreg_consumer()",
@@ -172,12 +189,12 @@ def _consumer(program, b_kmajor, deterministic, lay):
     out.append("    acc = ZERO_ACC")
     out += ["    " + x for x in aux_copy_lines(program, lay)]
     out += ["    " + x for x in _k_loop(b_kmajor, [("acc", f"wg * {sm90.A_HALF_BYTES}")], lay.stages)]
-    out += ["    " + x for x in epilogue_lines(program, lay, ["acc"], deterministic)]
+    out += ["    " + x for x in epilogue(program, lay, ["acc"], deterministic)]
     out.append("    tile = tile + cuda.gridDim.x")
     return out
 
 
-def _consumer_pingpong(program, b_kmajor, deterministic, lay):
+def _consumer_pingpong(program, b_kmajor, deterministic, lay, epilogue):
     """Ping-pong: the CTA's tiles go alternately to WG1 and WG2, each holding a whole 128 x 128
     tile as two m64n128 fragments. Named barriers 3 and 4 order the mainloops (WG1's tile i,
     then WG2's tile i + 1, ...), so one warpgroup has the tensor cores while the other runs
@@ -204,7 +221,7 @@ def _consumer_pingpong(program, b_kmajor, deterministic, lay):
     out += ["    " + x for x in _k_loop(b_kmajor, [("acc0", "0"), ("acc1", str(sm90.A_HALF_BYTES))], stages)]
     out += ["    if tile + cuda.gridDim.x < tiles:",
             "        named_bar_arrive(4 - wg, 256)    # the other warpgroup's next mainloop may start"]
-    out += ["    " + x for x in epilogue_lines(program, lay, ["acc0", "acc1"], deterministic)]
+    out += ["    " + x for x in epilogue(program, lay, ["acc0", "acc1"], deterministic)]
     out += ["    tile = tile + 2 * cuda.gridDim.x",
             "    it = it + 2"]
     return out

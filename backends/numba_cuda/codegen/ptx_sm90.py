@@ -48,6 +48,7 @@ _FIXED_ARITY = {
     0: lambda f: lambda typingctx: f(typingctx),
     1: lambda f: lambda typingctx, a: f(typingctx, a),
     2: lambda f: lambda typingctx, a, b: f(typingctx, a, b),
+    3: lambda f: lambda typingctx, a, b, c: f(typingctx, a, b, c),
     4: lambda f: lambda typingctx, a, b, c, d: f(typingctx, a, b, c, d),
     5: lambda f: lambda typingctx, a, b, c, d, e: f(typingctx, a, b, c, d, e),
     6: lambda f: lambda typingctx, a, b, c, d, e, g: f(typingctx, a, b, c, d, e, g),
@@ -107,6 +108,51 @@ tma_load_3d = _void_intrinsic(
 tensormap_acquire = _void_intrinsic("fence.proxy.tensormap::generic.acquire.gpu [$0], 128;", "l,~{memory}", 1,
                                     set())
 
+
+# ---- TMA stores of staged outputs (the fragment epilogue, epilogue_fragment.py) -----------------
+
+# Shared -> global through the output's map; the box's part past the tensor's edges is not
+# written. Completion is tracked per thread by bulk groups (commit, then wait).
+tma_store_2d = _void_intrinsic("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [$0, {$2, $3}], [$1];",
+                               "l,r,r,r,~{memory}", 4, {1, 2, 3})
+tma_store_3d = _void_intrinsic("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [$0, {$2, $3, $4}], [$1];",
+                               "l,r,r,r,r,~{memory}", 5, {1, 2, 3, 4})
+bulk_commit = _void_intrinsic("cp.async.bulk.commit_group;", "~{memory}", 0, set())
+# .read: the stores have read shared memory (the staging may be rewritten); plain: they are done
+bulk_wait_read0 = _void_intrinsic("cp.async.bulk.wait_group.read 0;", "~{memory}", 0, set())
+bulk_wait0 = _void_intrinsic("cp.async.bulk.wait_group 0;", "~{memory}", 0, set())
+# every writing thread, before the barrier that hands the staging to the TMA (async proxy)
+fence_proxy_async = _void_intrinsic("fence.proxy.async.shared::cta;", "~{memory}", 0, set())
+
+
+def _sts_pair(cvt):
+    @intrinsic
+    def sts_pair(typingctx, addr, lo, hi):
+        """Round two fp32 values to one packed 16-bit pair (lo at the lower address) and store
+        the 32 bits at shared address `addr`: one instruction per two output elements. The
+        conversion is pure asm and the store a plain LLVM store to addrspace(3), so the
+        compiler may move global and other shared loads across it (an asm store with a memory
+        clobber serialised every column group's input loads behind the previous group's stores)."""
+        def codegen(context, builder, sig, args):
+            # cvt.rn.{f16x2,bf16x2}.f32 d, a, b puts a in the upper half
+            bits = _asm(builder, _I32, f"{cvt} $0, $2, $1;", "=r,f,f", [args[1], args[2]], side_effect=False)
+            ptr = builder.inttoptr(builder.zext(_u32(builder, args[0]), _I64), ir.PointerType(_I32, 3))
+            builder.store(bits, ptr)
+        return types.void(i64, types.float32, types.float32), codegen
+    return sts_pair
+
+
+sts_pair_f16, sts_pair_bf16 = _sts_pair("cvt.rn.f16x2.f32"), _sts_pair("cvt.rn.bf16x2.f32")
+
+
+@intrinsic
+def max_nan(typingctx, a, b):
+    """max(a, b), NaN if either is (devicefns.nan_max's contract) in one instruction. An
+    intrinsic, not a device function: numba inlines those at its IR level per call site, which
+    cost the fragment epilogue's kernel tens of seconds of build for its column combines."""
+    def codegen(context, builder, sig, args):
+        return _asm(builder, _F32, "max.NaN.f32 $0, $1, $2;", "=f,f,f", list(args), side_effect=False)
+    return types.float32(types.float32, types.float32), codegen
 
 # ---- warp specialisation -----------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ from evt_core.errors import KernelCompileError
 
 from ..codegen.abi import numba_signature
 
-CODE_VERSION = "9"          # bump whenever generated code or the ABI changes
+CODE_VERSION = "10"         # bump whenever generated code or the ABI changes
 COMPILES = {"count": 0}     # numba compilations in this process
 _memory = {}
 _lock = threading.Lock()

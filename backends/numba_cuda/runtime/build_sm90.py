@@ -7,7 +7,9 @@ after which the consumers spill and ptxas serialises the wgmmas. Through LTO-IR 
 register count at entry the SASS keeps both USETMAXREG. The link's info log is checked for
 those messages, so a silent regression becomes a build error.
 """
+import contextlib
 import struct
+from types import SimpleNamespace
 
 from evt_core.errors import KernelCompileError
 
@@ -27,8 +29,9 @@ def compile_sm90a(key, body, name, params):
     source = build.module_source(body, key, simulator=False)
     fn = build.load_python(source, name, key)
     try:
-        ltoir, _ = cuda.compile(fn, numba_signature(params), device=False, abi="numba", output="ltoir", cc=CC,
-                                opt=True, launch_bounds=(THREADS, 1))
+        with _device_functions_for(CC[:2]):
+            ltoir, _ = cuda.compile(fn, numba_signature(params), device=False, abi="numba", output="ltoir", cc=CC,
+                                    opt=True, launch_bounds=(THREADS, 1))
     except Exception as e:
         raise KernelCompileError("numba_cuda", "numba->ltoir", f"{type(e).__name__}: {e}", source) from e
     build.COMPILES["count"] += 1
@@ -39,6 +42,21 @@ def compile_sm90a(key, body, name, params):
                                  "serialised its wgmmas:\n" + "\n".join(bad), source)
     note = f"(built through LTO-IR for sm_90a: no PTX stage)\n{info}"
     return build.store(key, source, note, cubin, kernel_entry(cubin), "cubin")
+
+
+@contextlib.contextmanager
+def _device_functions_for(cc):
+    """numba compiles a kernel's device functions (the fragment epilogue's epi_pair) for the
+    compute capability of the current device, which it asks the driver for; this build targets
+    sm_90a with or without a GPU present (CI builds it on CPUs), so the question gets the
+    target's answer. The function's IR is linked into the kernel's module either way."""
+    from numba.cuda import dispatcher
+    real = dispatcher.get_current_device
+    dispatcher.get_current_device = lambda: SimpleNamespace(compute_capability=cc)
+    try:
+        yield
+    finally:
+        dispatcher.get_current_device = real
 
 
 def link_ltoir(ltoir, source):

@@ -58,8 +58,9 @@ class FastCall:
 
     def __init__(self, runner, side, b, values, finish_values, fns, grid, block, ws, result_names, maps=None):
         p = runner.p
-        # maps: (position of the A map's address in values, launch_sm90.problem, B K-major) for
-        # the sm_90a kernel, whose tensor maps embed A's and B's addresses; None otherwise
+        # maps: (position of the A map's address in values, launch_sm90.problem, B K-major, the
+        # outputs' map geometries (fragment epilogue) or ()) for the sm_90a kernel, whose tensor
+        # maps embed the operands' addresses; None otherwise
         self.maps = maps
         self.runner, self.side, self.fns, self.grid, self.block = runner, side, fns, grid, block
         self.values, self.finish_values = list(values), list(finish_values or [])
@@ -71,7 +72,7 @@ class FastCall:
         self.out_pos = [out0 + 4 * k for k in range(len(p.outputs))]
         # the parameter slots a replay rewrites (everything else is the recorded call's)
         self.changed = [0, 1] + [q for _, q in self.in_pos + self.sc_pos] + self.out_pos + \
-            ([maps[0], maps[0] + 1] if maps is not None else [])
+            (list(range(maps[0], maps[0] + 2 + len(maps[3]))) if maps is not None else [])
         # finish kernel: L, M, N, then per reduction ws, pl, pm, pn, wm, wn, red ptr, 3 strides
         self.red_pos = [3 + 10 * k + 6 for k in range(len(p.reductions))]
         self.out_specs = [_alloc_spec(t.array) for t in b.outputs]
@@ -85,12 +86,6 @@ class FastCall:
         vals = self.values.copy()
         vals[0], vals[1] = _ptr(A), _ptr(B)
         stream = streams.current_stream(self.side)
-        if self.maps is not None:
-            pos, prob, kmajor = self.maps
-            ptrs = launch_sm90.map_pointers(prob, vals[0], vals[1], kmajor, stream, streams.capturing(stream))
-            if ptrs is None:
-                return None
-            vals[pos], vals[pos + 1] = ptrs
         for name, pos in self.in_pos:
             vals[pos] = _ptr(inputs[name])
         for name, pos in self.sc_pos:
@@ -105,6 +100,15 @@ class FastCall:
                 x.fill(math.nan) if self.side == "cupy" else x.fill_(math.nan)
         for pos, x in zip(self.out_pos, made):
             vals[pos] = _ptr(x)
+        if self.maps is not None:
+            pos, prob, kmajor, geo = self.maps
+            outs = tuple(zip([vals[q] for q in self.out_pos], geo))
+            if any(ptr % 16 for ptr, _ in outs):
+                return None         # a TMA-stored output needs a 16-byte aligned base: the full path decides
+            ptrs = launch_sm90.map_pointers(prob, vals[0], vals[1], kmajor, stream, streams.capturing(stream), outs)
+            if ptrs is None:
+                return None
+            vals[pos:pos + len(ptrs)] = ptrs
         order = self.runner._order
         if self.red_specs:
             order.before(stream)

@@ -13,12 +13,12 @@ from evt_core.errors import EvtError
 from ...gpu import sm90, tensormap
 from . import driver
 from .map_slots import MapSlots
-from ..codegen.mainloop_sm90 import BN, WAIT_EMPTY, WAIT_FULL
-from ..codegen.epilogue_sm90 import SmemLayout, staged_rows
+from ..codegen.mainloop_sm90 import BN, WAIT_EMPTY, WAIT_FULL, smem_layout
+from ..codegen.epilogue_sm90 import staged_rows
 
 _MULTIPROCESSOR_COUNT = 16        # CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
 _HOSTALLOC_PORTABLE_DEVICEMAP = 0x03
-_slots = MapSlots()
+_slots = {}                       # maps per call -> MapSlots
 _watchdog = None
 
 
@@ -58,23 +58,37 @@ def grid(b, pingpong):
     return (ctas, 1, 1), (sm90.THREADS, 1, 1), (tn, tm * (sm90.BM // staged_rows(pingpong)), b.L)
 
 
-def shared_bytes(program, deterministic, pingpong, aux_async):
-    return SmemLayout(program, BN, deterministic, pingpong, aux_async).total
+def shared_bytes(program, deterministic, pingpong, aux_async, frag=False):
+    return smem_layout(program, deterministic, pingpong, aux_async, frag).total
 
 
 def extra_values(b, maps):
-    """The kernel's trailing parameters (codegen/mainloop_sm90.sm90_params): the two map
-    addresses, the watchdog word, the tile counts."""
+    """The kernel's trailing parameters (codegen/mainloop_sm90.sm90_params): the map addresses
+    (A, B, then the fragment epilogue's outputs), the watchdog word, the tile counts."""
     return [*maps, watchdog_pointer(), tile_count(b.M, sm90.BM), tile_count(b.N, BN)]
 
 
-def map_pointers(prob, a_ptr, b_ptr, kmajor, stream, capturing):
-    """Device addresses of the A and B maps of a call, written on `stream` ahead of the kernel
-    (runtime/map_slots.py: also inside a CUDA-graph capture); None when capturing and no slot
-    is free. A dictionary hit for addresses seen before (the repeated-call path refills them
-    per call, runtime/fastcall.py)."""
-    return _slots.pointers((prob, a_ptr, b_ptr, kmajor), lambda: _encode(prob, a_ptr, b_ptr, kmajor),
-                           stream, capturing)
+def output_maps(b, program):
+    """Per output, the geometry (dtype, dims, byte strides, box) of its TMA-store map: 64 x 64
+    panels, 3-D where the output spans L (codegen/epilogue_fragment._stores addresses it with l)."""
+    return tuple((op.dtype, *sm90.panel_map(b.L, b.M, b.N, t.strides, program.spans(op)[0]))
+                 for op, t in zip(program.outputs, b.outputs))
+
+
+def map_pointers(prob, a_ptr, b_ptr, kmajor, stream, capturing, outs=()):
+    """Device addresses of the maps of a call (A, B, then one per (pointer, output_maps
+    geometry) in `outs`), written on `stream` ahead of the kernel (runtime/map_slots.py: also
+    inside a CUDA-graph capture); None when capturing and no slot is free. A dictionary hit for
+    addresses seen before (the repeated-call path refills them per call, runtime/fastcall.py)."""
+    slots = _slots.get(2 + len(outs))
+    if slots is None:
+        slots = _slots[2 + len(outs)] = MapSlots(2 + len(outs))
+
+    def encode():
+        raw = _encode(prob, a_ptr, b_ptr, kmajor)
+        return raw + b"".join(tensormap.encode(ptr, dtype, dims, strides, box, backend="numba_cuda")
+                              for ptr, (dtype, dims, strides, box) in outs)
+    return slots.pointers((prob, a_ptr, b_ptr, kmajor, outs), encode, stream, capturing)
 
 
 def watchdog_pointer():

@@ -21,12 +21,15 @@ import ctypes
 
 from . import driver
 
-SLOT = 256                       # the A and B maps of one call
+MAP = 128                        # bytes of one tensor map
 SLOTS = 1024                     # per slab; a new slab when one fills outside capture
 
 
 class MapSlots:
-    def __init__(self):
+    """Slots of `maps` tensor maps each: A and B, then (fragment epilogue) one per output."""
+
+    def __init__(self, maps=2):
+        self.maps, self.slot = maps, MAP * maps
         self._slabs = []          # (DeviceBuffer, pinned host address)
         self._free = []           # eager-recyclable slot device addresses
         self._host = {}           # slot device address -> its pinned host twin's address
@@ -34,28 +37,33 @@ class MapSlots:
         self._graph = set()       # slots a captured graph refers to: never recycled
 
     def pointers(self, key, encode, stream, capturing):
-        """(A map address, B map address) for the call `key` (addresses and problem), with
-        `encode()` giving the 256 map bytes on a miss; None when capturing and no slot is free
-        (the caller then takes the mma.sync kernel)."""
+        """The device addresses of the call's maps (A, B, ...) for the call `key` (addresses and
+        problem), with `encode()` giving the maps' bytes on a miss; None when capturing and no
+        slot is free (the caller then takes the mma.sync kernel)."""
         slot = self._eager.get(key)
         if slot is not None:
             if capturing:
                 self._graph.add(slot)
-            return slot, slot + 128
+            return self._addresses(slot)
         if not self._free and not capturing:
             self._recycle_or_grow()
         if not self._free:
             return None
         slot = self._free.pop()
         raw = encode()
-        ctypes.memmove(self._host[slot], raw, SLOT)
+        assert len(raw) == self.slot, (len(raw), self.slot)
+        ctypes.memmove(self._host[slot], raw, self.slot)
         driver._check("cuMemcpyHtoDAsync", driver.lib().cuMemcpyHtoDAsync_v2(
-            ctypes.c_uint64(slot), ctypes.c_void_p(self._host[slot]), ctypes.c_size_t(SLOT), ctypes.c_void_p(stream)))
+            ctypes.c_uint64(slot), ctypes.c_void_p(self._host[slot]), ctypes.c_size_t(self.slot),
+            ctypes.c_void_p(stream)))
         if capturing:
             self._graph.add(slot)
         else:
             self._eager[key] = slot
-        return slot, slot + 128
+        return self._addresses(slot)
+
+    def _addresses(self, slot):
+        return tuple(slot + MAP * i for i in range(self.maps))
 
     def _recycle_or_grow(self):
         """Outside capture, with no free slot: take back the eager slots no graph refers to once
@@ -70,11 +78,11 @@ class MapSlots:
 
     def _grow(self):
         cu = driver.lib()
-        dev = driver.DeviceBuffer(SLOT * SLOTS)
+        dev = driver.DeviceBuffer(self.slot * SLOTS)
         host = ctypes.c_void_p()
-        driver._check("cuMemHostAlloc", cu.cuMemHostAlloc(ctypes.byref(host), ctypes.c_size_t(SLOT * SLOTS),
+        driver._check("cuMemHostAlloc", cu.cuMemHostAlloc(ctypes.byref(host), ctypes.c_size_t(self.slot * SLOTS),
                                                           ctypes.c_uint(0)))
         self._slabs.append((dev, host.value))
         for i in range(SLOTS):
-            self._host[dev.ptr + i * SLOT] = host.value + i * SLOT
-        self._free += [dev.ptr + i * SLOT for i in reversed(range(SLOTS))]
+            self._host[dev.ptr + i * self.slot] = host.value + i * self.slot
+        self._free += [dev.ptr + i * self.slot for i in reversed(range(SLOTS))]

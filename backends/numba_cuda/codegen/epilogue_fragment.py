@@ -1,0 +1,341 @@
+"""The sm_90a kernel's fragment epilogue: the tree evaluated on the wgmma accumulator fragment
+itself, its 16-bit outputs written as packed pairs into 128B-swizzled 64 x 64 panels and sent
+to global memory by TMA stores (the cupy backend's design, hopper-gemm-notes §9).
+
+Why, against the staged epilogue (epilogue_sm90.py, still the path for everything this one
+refuses): on the H200 the staged R0 kernel spent 10.7 us of 81.5 on writing the fp32 fragments
+to shared memory (4.9-way bank conflicts) and 22 us on the per-element loop that reads them
+back and stores 2-byte elements with 64-bit address math (ncu: 24.1 M instructions against
+cupy's 9.8 M). Here an element costs its math, one half of a cvt-and-pack and half of a 32-bit
+shared store at a per-thread base plus a constant; TMA clips the stores at the edges.
+
+Fragment map (backends/gpu/sm90.fragment_position): thread (warp w, lane = 4 fg + fq) of a
+warpgroup holds d[4j + 2r + e] of an m64n128 fragment at row 16 w + fg + 8 r, column
+8 j + 2 fq + e. So a row lives in the 4 lanes of a quad (row reductions: 2 xor shuffles, then
+one combine per row and tile) and a column in the 8 quads of a warp (column reductions: 3 xor
+shuffles, then the 4 warps meet in shared memory).
+
+Swizzle: in a 128B-swizzled panel, row y's 16-byte chunk c sits at chunk c ^ (y % 8). A
+fragment row's y % 8 is fg, so a warp's 32 pair stores hit 8 distinct chunks x 4 words: no bank
+conflict. (M, N) inputs are copied by cp.async (epilogue_sm90.aux_copy_lines) into rows padded
+to AUX_PITCH elements, which makes the fragment's 2-byte reads conflict-free as well.
+"""
+from evt_core.dtypes import DTYPES
+from evt_core.tree.ops import Op
+
+from ...gpu import sm90
+from ...gpu.reductions import reduction_kind
+from .epilogue import _LOADERS, combine, global_combine, identity, tree_lines
+from .epilogue_sm90 import tile_inputs
+
+AUX_PITCH = 128 + 8                 # elements per staged input row (a 16-byte pad per row)
+PANEL_BYTES = sm90.PANEL_BYTES      # 64 x 64 16-bit elements, 8 KB
+_PAIR_STORERS = {"float16": "sts_pair_f16", "bfloat16": "sts_pair_bf16"}
+_SMEM_LOADERS = {"float16": "lds_f16", "bfloat16": "lds_bf16"}
+
+
+def refusal(program):
+    """None when every tree of this program can take the fragment epilogue, else why not (the
+    call-dependent conditions, strides and alignment, are select.sm90_fragment's)."""
+    for t in program.outputs:
+        if t.dtype not in _PAIR_STORERS:
+            return f"output {t.name!r} is {t.dtype} (TMA-stored panels are 16-bit)"
+        if not all(program.spans(t)[1:]):
+            return f"output {t.name!r} does not span M and N"
+    for red in program.reductions:
+        if reduction_kind(red) == "elem":
+            return f"reduction {red.name!r} is over L only (an atomic per element)"
+    for k in tile_inputs(program):
+        if program.inputs[k].dtype not in _SMEM_LOADERS:
+            return f"(M, N) input {program.inputs[k].name!r} is {program.inputs[k].dtype} (staged inputs are 16-bit)"
+    return None
+
+
+class FragLayout:
+    """Byte offsets inside the 1024-aligned dynamic shared memory: the ring, then per output a
+    128 x bn staging tile of four 8 KB panels (panel (row half h, column half c) at
+    (2 h + c) x 8 KB; cooperative warpgroup w owns row half w, a ping-pong tile both), then
+    (cooperative) per (M, N) input one padded 64-row buffer per warpgroup, then per warpgroup
+    its reduction scratch, then the mbarriers. The ring is the deepest of STAGES..2 that fits."""
+
+    def __init__(self, program, bn, deterministic, pingpong, stages=None):
+        from .mainloop_sm90 import STAGES
+        assert bn == 2 * sm90.PANEL, "two 64-column panels per tile"
+        if stages is None:
+            for stages in range(STAGES, 1, -1):
+                if FragLayout(program, bn, deterministic, pingpong, stages).fits:
+                    break
+        self.stages, self.bn, self.pingpong = stages, bn, pingpong
+        self.ring = stages * sm90.stage_bytes(bn)
+        self.out_bytes = sm90.BM * bn * 2
+        self.outs = [self.ring + k * self.out_bytes for k in range(len(program.outputs))]
+        end = self.ring + len(program.outputs) * self.out_bytes
+        self.aux = {}           # input index -> (offset of warpgroup 0's buffer, bytes per warpgroup)
+        for k in ([] if pingpong else tile_inputs(program)):
+            size = sm90.WG_ROWS * AUX_PITCH * DTYPES[program.inputs[k].dtype].itemsize
+            self.aux[k] = (end, size)
+            end += 2 * size
+        self.aux_async = bool(self.aux)
+        self.scratch_bytes = 4 * 4 * bn   # a column partial per warp and column (or a word per warp)
+        self.scratch = end
+        self.bars = (end + 2 * self.scratch_bytes + 7) // 8 * 8
+        self.used = self.bars + 16 * stages
+        self.total = self.used + sm90.SWIZZLE_ALIGN
+        self.fits = self.total <= sm90.MAX_DYNAMIC_SHARED and stages >= 2
+
+    def aux_row_bytes(self, k, program):
+        return AUX_PITCH * DTYPES[program.inputs[k].dtype].itemsize
+
+
+def _loaded(program):
+    """Indices of the inputs the tree loads, in order."""
+    return sorted({ins.arg for ins in program.instrs if ins.op is Op.LOAD})
+
+
+def _partial_names(program, kinds, row, col):
+    """The partials one pair updates: a row reduction's of its row, a column reduction's of its
+    two columns, a whole-tile reduction's one."""
+    out = []
+    for k, kind in enumerate(kinds):
+        out += {"row": [f"q{k}{row}"], "col": [f"p{k}{col}0", f"p{k}{col}1"], "all": [f"p{k}"]}[kind]
+    return out
+
+
+def _oks(kinds, okm, okn):
+    """Bound checks a pair's reductions need: the row's (column reductions), the two columns'
+    (row reductions), both (whole-tile reductions)."""
+    return [okm, *okn] if kinds else []
+
+
+def pair_function(program):
+    """Module-level source of epi_pair: the tree on one fragment pair (two elements of a row,
+    adjacent columns), storing each output's packed pair to its staging address and returning
+    the updated reduction partials. One numba device function called per pair, inlined by
+    LLVM (forceinline): the same code as writing every element out in the kernel, but numba
+    types and lowers the tree once instead of 64 or 128 times (10 s against 1 s for W1)."""
+    kinds = [reduction_kind(r) for r in program.reductions]
+    params = ["a_0", "a_1"] + [f"x{k}_{e}" for k in _loaded(program) for e in range(2)]
+    params += [f"sc{k}" for k in range(len(program.scalars))]
+    params += [f"ob{k}" for k in range(len(program.outputs))]
+    parts = _partial_names(program, kinds, "", "_")
+    params += parts + _oks(kinds, "okm", ["okn0", "okn1"])
+    body = []
+    for e in range(2):
+        sfx = f"_{e}"
+        body += [f"v{idx}{sfx} = x{ins.arg}{sfx}" for idx, ins in enumerate(program.instrs) if ins.op is Op.LOAD]
+        body += tree_lines(program, f"a{sfx}", sfx,
+                           lambda idx, ins, src, sfx=sfx: [f"o{ins.arg}{sfx} = {src}    # %{idx} = store"],
+                           lambda idx, ins, src, e=e: _pair_reduce(program, kinds, ins.arg, src, e))
+    body += [f"{_PAIR_STORERS[t.dtype]}(ob{k}, o{k}_0, o{k}_1)    # {t.name}" for k, t in enumerate(program.outputs)]
+    body.append(f"return {', '.join(parts)}," if parts else "return 0")
+    return ("@cuda.jit(device=True, forceinline=True)\n"
+            f"def epi_pair({', '.join(params)}):\n" + "\n".join("    " + x for x in body) + "\n")
+
+
+def _pair_reduce(program, kinds, k, src, e):
+    red, kind = program.reductions[k], kinds[k]
+    c = f"-{src}" if red.op is Op.AMIN else src
+    part, ok = {"row": (f"q{k}", f"okn{e}"), "col": (f"p{k}_{e}", "okm"), "all": (f"p{k}", f"(okm & okn{e})")}[kind]
+    return [f"{part} = {combine(red, part, c)} if {ok} else {part}    # {red.name}"]
+
+
+def consumer_prologue(program):
+    """Once per consumer thread, before its tile loop: acquire the output maps (written by the
+    host into global memory) for the TMA stores."""
+    return ["if tid == 0:"] + [f"    tensormap_acquire(tmO{k})" for k in range(len(program.outputs))]
+
+
+def consumer_epilogue():
+    """After the consumer's last tile: its TMA stores are complete before the CTA exits."""
+    return ["if tid == 0:", "    bulk_wait0()"]
+
+
+def fragment_lines(program, lay, frags, deterministic):
+    """Per tile, after the final wgmma wait (names m0, n0, mt, nt, l, wg, tid, it, tile, tiles
+    and the fragments `frags`, one m64 tuple per 64 rows; abuf<k> set at the tile's start)."""
+    return _Writer(program, lay, frags, deterministic).lines()
+
+
+def _comb(red, a, b):
+    """The kernel's fp32 combine (combine() spells devicefns calls that numba inlines at its IR
+    level per call site: too slow to build for a fragment's dozens of combines)."""
+    return f"({a} + {b})" if red.op in (Op.SUM, Op.MEAN) else f"max_nan({a}, {b})"
+
+
+def _shfl(v, lanes):
+    return f"cuda.shfl_xor_sync(0xFFFFFFFF, {v}, {lanes})"
+
+
+class _Writer:
+    def __init__(self, program, lay, frags, det):
+        self.p, self.lay, self.frags, self.det = program, lay, frags, det
+        self.kinds = [reduction_kind(r) for r in program.reductions]
+        self.rows = [(h, r) for h in range(len(frags)) for r in range(2)]
+        self.cols = [(j, e) for j in range(lay.bn // 8) for e in range(2)]
+        sp = [program.spans(t) for t in program.inputs]
+        self.bcast = [k for k, s in enumerate(sp) if s[2] and not s[1]]      # a value per column
+        self.rowvec = [k for k, s in enumerate(sp) if s[1] and not s[2]]     # a value per row
+        self.const = [k for k, s in enumerate(sp) if not s[1] and not s[2]]  # one value per tile
+        self.staged = tile_inputs(program)
+        assert not (self.staged and lay.pingpong), "staged inputs are per cooperative warpgroup"
+        assert set(self.staged) == set(lay.aux), "every (M, N) input staged"
+
+    def lines(self):
+        """Column group by column group (j), both fragments' rows of it: a column vector's two
+        values per group are loaded just ahead and die after it (loaded all up front, 32 of them
+        beside ping-pong's 128 accumulators made W1 spill 90 registers)."""
+        out = self._head() + self._partials() + self._loads()
+        for j in range(self.lay.bn // 8):
+            out += self._column_loads(j)
+            for h, acc in enumerate(self.frags):
+                for r in range(2):
+                    out += self._pair(h, acc, j, r)
+        out += self._combines() + self._stores()
+        return out
+
+    def _head(self):
+        lay, pp = self.lay, self.lay.pingpong
+        out = ["# ---- fused epilogue on the fragments; outputs by TMA from swizzled panels ----",
+               "w = tid // 32      # warp of the warpgroup: rows 16 w + fg and + 8",
+               "fg = (tid % 32) // 4",
+               "fq = tid % 4       # columns 2 fq, 2 fq + 1 of every 8",
+               f"scratch = sbase + {lay.scratch} + wg * {lay.scratch_bytes}",
+               "tile_n = nt"]
+        out += (["m0w = m0", "tile_m = mt    # deterministic partial slot: one per 128-row tile"] if pp else
+                [f"m0w = m0 + {sm90.WG_ROWS} * wg", "tile_m = mt * 2 + wg   # deterministic slot: one per 64 rows"])
+        out += [f"in{k}_lo = l * in{k}_sl    # {op.name}" for k, op in enumerate(self.p.inputs)]
+        if pp:
+            out += ["if it > 0:", "    named_bar_sync(5 + wg, 256)   # the other warpgroup's stores have read the staging"]
+        else:
+            if lay.aux:
+                out.append("cp_async_wait_0()    # this thread's input copies have landed (the barrier: everyone's)")
+            out += ["if tid == 0:", "    bulk_wait_read0()   # this warpgroup's previous stores have read its staging",
+                    "named_bar_sync(1 + wg, 128)"]
+        rh = "" if pp else f" + wg * {2 * PANEL_BYTES}"
+        out += [f"obase{k} = sbase + {off}{rh} + (16 * w + fg) * 128 + 4 * fq    # {t.name}"
+                for k, (off, t) in enumerate(zip(lay.outs, self.p.outputs))]
+        out += [f"xo{c} = (fg ^ {c}) * 16    # chunk {c} of a swizzled row" for c in range(8)]
+        if self.staged:
+            out.append(f"arow = (16 * w + fg) * {AUX_PITCH} + 2 * fq")
+        if self._need_n():
+            out.append("nlim = N - n0 - 2 * fq")
+            out += [f"okn_{j}{e} = {8 * j + e} < nlim" for j, e in self.cols]
+        if self._need_m():
+            for h, r in self.rows:
+                out += [f"m_{h}{r} = m0w + {64 * h + 8 * r} + 16 * w + fg", f"okm_{h}{r} = m_{h}{r} < M"]
+        return out
+
+    def _need_n(self):
+        return bool(self.bcast) or bool(self.kinds)     # (the pair function takes every bound check)
+
+    def _need_m(self):
+        return bool(self.rowvec) or bool(self.kinds)
+
+    def _partials(self):
+        out = []
+        for k, (red, kind) in enumerate(zip(self.p.reductions, self.kinds)):
+            i = identity(red)
+            if kind == "all":
+                out.append(f"p{k} = {i}    # {red.name}")
+            elif kind == "col":
+                out += [f"p{k}_{j}{e} = {i}" for j, e in self.cols]
+            else:
+                out += [f"q{k}_{h}{r} = {i}" for h, r in self.rows]
+        return out
+
+    def _load(self, k, off, ok):
+        t = self.p.inputs[k]
+        return f"{_LOADERS[t.dtype]}(in{k}_p, in{k}_lo + {off}) if {ok} else ZERO    # {t.name}"
+
+    def _loads(self):
+        """Inputs that span neither M nor N, or M only, loaded once per tile and thread, ahead of the math."""
+        out = [f"vc{k} = {_LOADERS[self.p.inputs[k].dtype]}(in{k}_p, in{k}_lo)" for k in self.const]
+        for k in self.rowvec:
+            out += [f"vr{k}_{h}{r} = " + self._load(k, f"m_{h}{r} * in{k}_sm", f"okm_{h}{r}") for h, r in self.rows]
+        return out
+
+    def _column_loads(self, j):
+        return [f"vb{k}_{j}{e} = " + self._load(k, f"(n0 + {8 * j + e} + 2 * fq) * in{k}_sn", f"okn_{j}{e}")
+                for k in self.bcast for e in range(2)]
+
+    def _value(self, k, h, j, r, e):
+        if k in self.const:
+            return f"vc{k}"
+        if k in self.bcast:
+            return f"vb{k}_{j}{e}"
+        if k in self.rowvec:
+            return f"vr{k}_{h}{r}"
+        loader = _SMEM_LOADERS[self.p.inputs[k].dtype]
+        return f"{loader}(abuf{k}, arow + {8 * r * AUX_PITCH + 8 * j + e})"
+
+    def _pair(self, h, acc, j, r):
+        """One call of the pair function (pair_function) for fragment pair (h, j, r): both
+        elements' values in, their partials updated."""
+        const = (2 * h * PANEL_BYTES if self.lay.pingpong else 0) + (j // 8) * PANEL_BYTES + r * 1024
+        args = [f"{acc}[{4 * j + 2 * r + e}]" for e in range(2)]
+        args += [self._value(k, h, j, r, e) for k in _loaded(self.p) for e in range(2)]
+        args += [f"sc{k}" for k in range(len(self.p.scalars))]
+        args += [f"obase{k} + {const} + xo{j % 8}" for k in range(len(self.p.outputs))]
+        parts = _partial_names(self.p, self.kinds, f"_{h}{r}", f"_{j}")
+        args += parts + _oks(self.kinds, f"okm_{h}{r}", [f"okn_{j}{e}" for e in range(2)])
+        call = f"epi_pair({', '.join(args)})"
+        return [f"{', '.join(parts)}, = {call}" if parts else call]
+
+    def _combines(self):
+        """Row partials across the quad, column partials across the warp's quads and then the
+        four warps (scratch), whole-tile partials across everything: fixed orders throughout,
+        so deterministic mode is bit-identical run to run."""
+        out, bar = [], "named_bar_sync(1 + wg, 128)"
+        for k, (red, kind) in enumerate(zip(self.p.reductions, self.kinds)):
+            gc = lambda v, m, n, red=red, k=k: global_combine(red, self.det, k, v, m, n)  # noqa: E731
+            if kind == "row":
+                for h, r in self.rows:
+                    q = f"q{k}_{h}{r}"
+                    out += [f"{q} = {_comb(red, q, _shfl(q, s))}" for s in (1, 2)]
+                    out += [f"if (fq == 0) & okm_{h}{r}:", f"    {gc(q, f'm_{h}{r}', None)}    # {red.name}"]
+            elif kind == "col":
+                for j, e in self.cols:
+                    p = f"p{k}_{j}{e}"
+                    out += [f"{p} = {_comb(red, p, _shfl(p, s))}" for s in (4, 8, 16)]
+                    out += ["if fg == 0:", f"    sts(scratch, w * {self.lay.bn} + {8 * j + e} + 2 * fq, {p})"]
+                total = "lds(scratch, tid)"
+                for wi in range(1, 4):
+                    total = _comb(red, total, f"lds(scratch, {wi * self.lay.bn} + tid)")
+                out += [bar, f"a{k} = {total}", f"if n0 + tid < N:", f"    {gc(f'a{k}', None, 'n0 + tid')}    # {red.name}",
+                        bar]
+            else:
+                p = f"p{k}"
+                out += [f"{p} = {_comb(red, p, _shfl(p, s))}" for s in (1, 2, 4, 8, 16)]
+                out += ["if tid % 32 == 0:", f"    sts(scratch, w, {p})", bar]
+                total = "lds(scratch, 0)"
+                for wi in range(1, 4):
+                    total = _comb(red, total, f"lds(scratch, {wi})")
+                out += ["if tid == 0:", f"    {gc(total, None, None)}    # {red.name}", bar]
+        return out
+
+    def _stores(self):
+        """Hand the staged panels to the TMA: fence (generic -> async proxy), barrier, one thread
+        issues a store per panel and commits them as one bulk group."""
+        pp = self.lay.pingpong
+        out = ["fence_proxy_async()", "named_bar_sync(1 + wg, 128)   # every pair of the tile is staged",
+               "if tid == 0:"]
+        halves = range(2) if pp else [None]
+        for k, t in enumerate(self.p.outputs):
+            sl = self.p.spans(t)[0]
+            ind = "    "
+            if self.p.batched and not sl:
+                out.append("    if l == 0:    # an output without L is the first batch's")
+                ind = "        "
+            for h in halves:
+                for c in range(2):
+                    src = f"sbase + {self.lay.outs[k] + (2 * h + c) * PANEL_BYTES}" if pp else \
+                        f"sbase + {self.lay.outs[k] + c * PANEL_BYTES} + wg * {2 * PANEL_BYTES}"
+                    y = f"m0 + {64 * h}" if pp else "m0w"
+                    out.append(ind + (f"tma_store_3d(tmO{k}, {src}, n0 + {64 * c}, {y}, l)" if sl else
+                                      f"tma_store_2d(tmO{k}, {src}, n0 + {64 * c}, {y})"))
+        out.append("    bulk_commit()")
+        if pp:
+            out += ["    bulk_wait_read0()   # the staging is read: the other warpgroup may write it",
+                    "if tile + cuda.gridDim.x < tiles:",
+                    "    named_bar_arrive(6 - wg, 256)"]
+        return out
