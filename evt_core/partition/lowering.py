@@ -130,7 +130,8 @@ def _lower(g: Graph, group: list[str], needed: set[str], anchor: Node, rebatch: 
             acc = E.reshape(E.permute(acc, (1, 0, 2)), tuple(anchor.shape))
         env[anchor.name] = acc
         if anchor.op == "addmm":
-            env[anchor.name] = float(anchor.attr("alpha")) * acc + float(anchor.attr("beta")) * value(anchor.arg("self"))
+            env[anchor.name] = float(anchor.attr("alpha")) * acc + \
+                float(anchor.attr("beta")) * value(anchor.arg("self"))
         for node in body:
             env[node.name] = OPS[node.op].tree(node, [value(i) for i in node.inputs], ctx)
         return {k: value(n) for k, n in outputs.items()}
