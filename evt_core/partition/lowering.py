@@ -5,8 +5,11 @@ rule (its ATen record) to traced values: the anchor is the accumulator, permutes
 absorbs become operand layouts, operands from outside the group become loads (uniform scalar
 constants Python numbers), and the nodes later groups or the graph read become outputs. The
 walk runs inside `evt_core.trace`, so the Tree goes through the core's own checks and pass
-pipeline; no source text is generated. Anything the core cannot express raises `Unfusible`,
-and the caller runs the group with NumPy instead."""
+pipeline; no source text is generated. A group the core cannot express as it is gets two more
+tries (`_variants`): its trailing views left to the caller (`_peelable`), and its accumulator
+split into column blocks batched over the GEMM (`_column_splits`). Anything still
+inexpressible raises the first attempt's `Unfusible` (or core error), and the caller runs the
+group with NumPy instead."""
 from __future__ import annotations
 
 import inspect
@@ -40,34 +43,75 @@ class GroupTree:
     # Re-batched GEMM (see _rebatch): A is the graph value a[0] viewed as this (M1, M0, K)
     # shape and permuted (1, 0, 2), and the accumulator is batched over M0; None: as above.
     a_view: tuple[int, ...] | None = None
+    # Column-split GEMM (see _column_splits): B is the graph value b[0] (transposed by b[1])
+    # viewed as this (K, G, H) shape and permuted (1, 0, 2), and the accumulator is (G, M, H),
+    # batched over G with A broadcast; None: not split.
+    b_view: tuple[int, ...] | None = None
+    # Trailing views of the group (see _peelable), in group order, that the kernel does not
+    # compute: the caller applies their own ops to the kernel's outputs (`outputs` holds every
+    # group value they read) after it ran.
+    peeled: tuple[str, ...] = ()
 
 
 def group_tree(g: Graph, group: list[str], needed: set[str], rebatch: bool = False) -> GroupTree:
     """The epilogue Tree of a legal GEMM-anchored `group` (node names in graph order).
     `needed`: nodes of the group read by later groups or returned by the graph. rebatch: let
-    _rebatch turn a row split of the accumulator into a batch of the GEMM."""
-    import evt_core
-    from evt_core.errors import TraceError
+    _rebatch turn a row split of the accumulator into a batch of the GEMM. The group is
+    lowered as it is first; only if that fails are its `_variants` tried, in order."""
+    from evt_core.errors import EvtError
 
     anchor = next((g.nodes[n] for n in group if g.nodes[n].kind is Kind.ANCHOR), None)
     if anchor is None or anchor.op not in GEMMS:
         raise Unfusible(f"the group has no GEMM anchor ({anchor.op if anchor else 'no anchor'})")
+    try:
+        return _lower(g, group, needed, anchor, rebatch)
+    except (Unfusible, EvtError) as err:
+        first = err
+    for peeled, cols in _variants(g, group, anchor):
+        try:
+            return _lower(g, group, needed, anchor, rebatch, peeled, cols)
+        except (Unfusible, EvtError):
+            continue
+    raise first
+
+
+def _variants(g: Graph, group: list[str], anchor: Node):
+    """(peeled nodes, column split or None) to try after the group as it is: the column splits
+    of the whole group, then its trailing views peeled off, alone and with each column split."""
+    peel = _peelable(g, group, anchor)
+    for k, peeled in enumerate(dict.fromkeys(((), peel))):
+        for cols in ((None,) if k else ()) + _column_splits(g, group, anchor, peeled):
+            yield peeled, cols
+
+
+def _lower(g: Graph, group: list[str], needed: set[str], anchor: Node, rebatch: bool,
+           peeled: tuple[str, ...] = (), cols: tuple[int, int] | None = None) -> GroupTree:
+    import evt_core
+    from evt_core import ops as E
+    from evt_core.errors import TraceError
+
     inside = set(group)
     absorbed = tuple(n for n in group if n in {anchor.arg(p) for p in ("self", "mat1", "mat2")})
-    body = [g.nodes[n] for n in group if n != anchor.name and n not in absorbed]
+    body = [g.nodes[n] for n in group if n != anchor.name and n not in absorbed and n not in peeled]
     for node in body:
         if isinstance(OPS[node.op].tree, str):
             raise Unfusible(f"{node.name} ({node.op}): {OPS[node.op].tree}")
     first = "mat1" if anchor.op == "addmm" else "self"
     a_operand = _operand(g, anchor, first, inside)
-    split = _rebatch(g, anchor, body, needed) if rebatch and a_operand[1] is None else None
+    b_operand = _operand(g, anchor, "mat2", inside)
+    split = _rebatch(g, anchor, body, needed) if rebatch and a_operand[1] is None and cols is None else None
     frame, alias = tuple(anchor.shape), {}
     if split is not None:        # the view and the permute become the accumulator's own layout
         view, perm = split
         body = [n for n in body if n not in split]
         frame, alias = tuple(perm.shape), {perm.name: anchor.name}
+    if cols is not None:         # the accumulator's column blocks are the batch
+        frame = (cols[0], anchor.shape[0], cols[1])
     inputs, examples, consts = _operands(g, anchor, body, inside, frame)
-    outputs = {f"o{k}": n for k, n in enumerate(x for x in group if x in needed and x not in absorbed)}
+    # what the peeled views read from the group: kernel outputs even if nothing else reads them
+    sources = {i for p in peeled for i in g.nodes[p].inputs if i in inside and i not in peeled}
+    outputs = {f"o{k}": n for k, n in enumerate(
+        x for x in group if (x in needed or x in sources) and x not in absorbed and x not in peeled)}
     for key, n in outputs.items():
         node = g.nodes[n]
         shape = _reduced_shape(g, node) if node.kind is Kind.REDUCTION else node.shape
@@ -81,9 +125,12 @@ def group_tree(g: Graph, group: list[str], needed: set[str], rebatch: bool = Fal
         def value(name):
             name = alias.get(name, name)
             return env[name] if name in env else consts.get(name, vals.get(param_of.get(name)))
-        env[anchor.name] = vals["accum"]
+        acc = vals["accum"]
+        if cols is not None:     # the (M, N) accumulator from its (G, M, H) column blocks
+            acc = E.reshape(E.permute(acc, (1, 0, 2)), tuple(anchor.shape))
+        env[anchor.name] = acc
         if anchor.op == "addmm":
-            env[anchor.name] = float(anchor.attr("alpha")) * vals["accum"] + \
+            env[anchor.name] = float(anchor.attr("alpha")) * acc + \
                 float(anchor.attr("beta")) * value(anchor.arg("self"))
         for node in body:
             env[node.name] = OPS[node.op].tree(node, [value(i) for i in node.inputs], ctx)
@@ -98,8 +145,62 @@ def group_tree(g: Graph, group: list[str], needed: set[str], rebatch: bool = Fal
             raise e.__cause__ from None
         raise
     a_view = None if split is None else (split[0].shape[0], split[0].shape[1], g.nodes[a_operand[0]].shape[-1])
-    return GroupTree(tree, anchor, a_operand, _operand(g, anchor, "mat2", inside),
-                     inputs, outputs, absorbed, a_view)
+    b_view = None if cols is None else (_extent(g, b_operand, 0), *cols)
+    return GroupTree(tree, anchor, a_operand, b_operand, inputs, outputs, absorbed, a_view, b_view,
+                     tuple(peeled))
+
+
+_VIEWS = frozenset({"view", "permute", "transpose", "t", "unsqueeze", "squeeze", "select", "expand"})
+
+
+def _peelable(g: Graph, group: list[str], anchor: Node) -> tuple[str, ...]:
+    """The group's trailing views, in group order: nodes whose op only re-indexes its operand
+    (`_VIEWS`: a view of it in torch, no data moves) and that no node of the group outside the
+    set reads. Running them after the kernel, with their own ops on its outputs, computes the
+    same values as the group, since the kernel still computes every other node. That is what
+    a select of the accumulator (an attention block's Q, K and V out of one projection) needs:
+    no epilogue op indexes, and the views after it (the head split) would need strides of
+    several levels; peeled, the kernel stores what they read and the caller views it. The
+    anchor and the layouts it absorbs as operand strides are never peeled."""
+    absorbed = {anchor.arg(p) for p in ("self", "mat1", "mat2")}
+    users = {n: [] for n in group}
+    for n in group:
+        for i in g.nodes[n].inputs:
+            if i in users:
+                users[i].append(n)
+    peel: set[str] = set()
+    for n in reversed(group):
+        if n != anchor.name and n not in absorbed and g.nodes[n].op in _VIEWS and set(users[n]) <= peel:
+            peel.add(n)
+    return tuple(n for n in group if n in peel)
+
+
+def _column_splits(g: Graph, group: list[str], anchor: Node, peeled) -> tuple[tuple[int, int], ...]:
+    """(G, H) column splits of an (M, N = G * H) mm/addmm accumulator worth a try: those of the
+    group's views that split a last dim of N into (G, H), as the fused QKV projection of
+    attention does (N = 3 * hidden, viewed as (..., 3, hidden), the 3 moved to the front).
+    With A @ B = reshape(permute(A @ B3, (1, 0, 2)), (M, N)), B3 = permute(view(B, (K, G, H)),
+    (1, 0, 2)) and A broadcast over G, the (G, M, H) accumulator of that batched GEMM holds
+    the column blocks in the layout the group moves them to, while the epilogue reads exactly
+    the (M, N) values (the reshape and permute are traced), so the tree is exact whatever the
+    group does and the core refuses what no strides express. Groups with reductions are not
+    split: reductions name the problem axes of the frame, which then are (G, M, H)."""
+    if anchor.op not in ("mm", "addmm") or len(anchor.shape) != 2:
+        return ()
+    n = anchor.shape[1]
+    kept = [g.nodes[x] for x in group if x not in peeled]
+    if any(x.kind is Kind.REDUCTION for x in kept):
+        return ()
+    return tuple(sorted({(x.shape[-2], x.shape[-1]) for x in kept if x.op == "view" and len(x.shape) >= 2
+                         and x.shape[-2] > 1 and x.shape[-2] * x.shape[-1] == n
+                         and g.nodes[x.inputs[0]].shape[-1] == n}))
+
+
+def _extent(g: Graph, operand, dim: int) -> int:
+    """Extent `dim` of a GEMM operand (graph value, permutation or None) as the GEMM reads it."""
+    name, perm = operand
+    shape = g.nodes[name].shape
+    return shape[perm[dim]] if perm else shape[dim]
 
 
 def _rebatch(g: Graph, anchor: Node, body, needed):

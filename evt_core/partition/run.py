@@ -74,12 +74,16 @@ def _run_gemm(g, grp, needed, env, evt_core, backend) -> None:
     for n in gt.absorbed:          # later groups may read the permuted operand itself
         env[n] = eval_node(g.nodes[n], env)
     A, B = (_layout(env[name], perm) for name, perm in (gt.a, gt.b))
+    if gt.b_view is not None:      # a column-split GEMM: B's column blocks are the batch
+        B = np.ascontiguousarray(np.transpose(B.reshape(gt.b_view), (1, 0, 2)))
     # The tree is traced in the graph's own dtypes (bfloat16 as ml_dtypes' type); the NumPy
     # evaluator holds bfloat16 values as float32 already rounded to bfloat16, so the cast is exact.
     out = kernel(A, B, **{p: np.asarray(env[v]).astype(DTYPES[g.nodes[v].dtype], copy=False)
                           for p, v in gt.inputs.items()})
     for key, n in gt.outputs.items():
         env[n] = _round(np.asarray(out[key]).reshape(g.nodes[n].shape), g.nodes[n].types[0])
+    for n in gt.peeled:            # trailing views the kernel left to us, on its outputs
+        env[n] = eval_node(g.nodes[n], env)
 
 
 def _layout(x, perm):

@@ -40,6 +40,7 @@ class GroupKernel:
     outputs: list
     anchor: str
     a_view: tuple | None = None      # lowering.GroupTree.a_view: A viewed so and permuted (1, 0, 2)
+    b_view: tuple | None = None      # lowering.GroupTree.b_view: B viewed so and permuted (1, 0, 2)
 
 
 @dataclass
@@ -64,6 +65,7 @@ def plan_graph(gm, passes: bool = True, solver: str = "bnb", time_limit: float |
     where = {n: k for k, grp in enumerate(plan.groups) for n in grp}
     needed = {u for n, k in where.items() for u in g.nodes[n].inputs if where.get(u, k) != k} | set(g.outputs)
     trust = trusted_values(g, gm)
+    fx = {f.name: f for f in gm.graph.nodes}
     for f in gm.graph.nodes:
         if f.op == "call_function" and aten_name(f.target) in _LAYOUT and hasattr(f.meta.get("val"), "shape"):
             rank = len(f.meta["val"].shape)
@@ -74,7 +76,7 @@ def plan_graph(gm, passes: bool = True, solver: str = "bnb", time_limit: float |
         if not any(g.nodes[n].op in GEMMS for n in grp):
             continue
         try:
-            out.kernels[k] = _group_kernel(g, k, grp, needed, trust, kernels, options or {}, sms, device, rebatch)
+            out.kernels[k] = _group_kernel(g, k, grp, needed, trust, kernels, options or {}, sms, device, rebatch, fx)
         except (Unfusible, EvtError) as err:
             out.refused[k] = str(err).splitlines()[0]
     return out
@@ -88,7 +90,8 @@ def _check_static(gm) -> None:
                                "shapes: compile with torch.compile(..., dynamic=False)")
 
 
-def _group_kernel(g, k, grp, needed, trust, kernels, options, sms=None, device="cpu", rebatch=False) -> GroupKernel:
+def _group_kernel(g, k, grp, needed, trust, kernels, options, sms=None, device="cpu", rebatch=False,
+                  fx=None) -> GroupKernel:
     gg = group_tree(g, grp, needed, rebatch)
     if sms:
         why = split_k_reason(*_gemm_extents(g, gg), sms)
@@ -98,6 +101,8 @@ def _group_kernel(g, k, grp, needed, trust, kernels, options, sms=None, device="
     for name in (gg.a[0], gg.b[0], *gg.inputs.values(), *gg.outputs.values()):
         if trust.get(name, "?"):
             raise Unfusible(trust.get(name) or f"{name} is not a value of the fx graph (the graph passes made it)")
+    if gg.peeled:
+        _check_peeled(g, grp, gg, fx or {})
     key = evt_ops.register(tree, kernels, **options)
     # Compiled now, not at the first training step: a tree the chosen backend refuses (an
     # option, an op, a dtype it lacks) makes this group run as torch ops, with the reason in
@@ -107,7 +112,36 @@ def _group_kernel(g, k, grp, needed, trust, kernels, options, sms=None, device="
     index = {r: i for i, r in enumerate(program.result_names)}
     outputs = [(index[key_], n, g.nodes[n].shape) for key_, n in gg.outputs.items()]
     inputs = [gg.inputs[op.name] for op in program.inputs]
-    return GroupKernel(k, key, gg.a, gg.b, inputs, outputs, gg.anchor.name, gg.a_view)
+    return GroupKernel(k, key, gg.a, gg.b, inputs, outputs, gg.anchor.name, gg.a_view, gg.b_view)
+
+
+def _check_peeled(g, grp, gg, fx) -> None:
+    """The views a group leaves to the fx graph (lowering.GroupTree.peeled) stay its own fx
+    nodes, reading the kernel's results in place of the fx values of the same names. Invariant
+    checked here: every fx operand of a peeled node is another peeled node, a layout the GEMM
+    absorbs, a value from outside the group, or a kernel result with the shape and strides
+    (over dims of extent > 1) of torch's own value. So the fx graph computes nothing of the
+    group again, and each peeled view is torch's own view, elements and strides alike (an
+    aten.view valid in torch's graph stays valid)."""
+    from ..bind import output_strides
+    by_key = {op.name: op for op in gg.tree.program.outputs}
+    stored = {name: by_key.get(key) for key, name in gg.outputs.items()}
+    inside, free = set(grp), set(gg.peeled) | set(gg.absorbed)
+    for p in gg.peeled:
+        if p not in fx:
+            raise Unfusible(f"{p}, a view its group leaves to the fx graph, is not a node of the fx graph")
+        for src in sorted({_source(a) for a in _fx_args(fx[p])}):
+            if src in free or src not in inside:
+                continue
+            if src not in stored:
+                raise Unfusible(f"the fx graph's {p} reads {src}, which the kernel of its group does not store")
+            shape, val = tuple(g.nodes[src].shape), fx[src].meta.get("val")
+            ours = output_strides(stored[src], shape) if stored[src] is not None else None
+            theirs = tuple(val.stride()) if hasattr(val, "stride") else None
+            if ours is None or theirs is None or len(theirs) != len(shape) or any(
+                    n > 1 and a != b for n, a, b in zip(shape, ours, theirs)):
+                raise Unfusible(f"{src} is stored with strides {ours} but torch's {src} has strides {theirs}, "
+                                f"and the fx graph's view {p} reads it")
 
 
 # A GEMM whose output is a handful of tiles over a long K (the weight gradient of a layer
@@ -139,6 +173,8 @@ def _gemm_extents(g, gg) -> tuple[int, int, int, int]:
     a_name, a_perm = gg.a
     a_shape = g.nodes[a_name].shape
     k = a_shape[a_perm[-1]] if a_perm else a_shape[-1]
+    if gg.b_view is not None:        # a column-split GEMM: G batches of (M, H)
+        lead, n = [gg.b_view[1]], gg.b_view[2]
     batch = 1
     for d in lead:
         batch *= d

@@ -96,6 +96,9 @@ def _insert(graph, gk, a, b, nodes, run, torch) -> None:
         if gk.a_view is not None:     # a re-batched GEMM: a strided view, never a copy
             a = graph.call_function(aten.permute.default,
                                     (graph.call_function(aten.view.default, (a, list(gk.a_view))), [1, 0, 2]))
+        if gk.b_view is not None:     # a column-split GEMM: B's column blocks as a batch, a strided view
+            b = graph.call_function(aten.permute.default,
+                                    (graph.call_function(aten.view.default, (b, list(gk.b_view))), [1, 0, 2]))
         call = graph.call_function(run, (gk.key, a, b, [nodes[n] for n in gk.inputs], []))
         for index, name, shape in gk.outputs:
             value = graph.call_function(operator.getitem, (call, index))

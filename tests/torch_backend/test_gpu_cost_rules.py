@@ -30,11 +30,14 @@ def test_full_waves_and_short_k_stay_fused(m, n, k, batch):
 def test_k_is_read_through_the_permutation_of_a():
     from types import SimpleNamespace as NS
     g = NS(nodes={"x": NS(shape=(736_392, 256))})
-    gg = NS(anchor=NS(shape=(256, 352)), a=("x", (1, 0)))       # dW = x.T @ dy
+    gg = NS(anchor=NS(shape=(256, 352)), a=("x", (1, 0)), b_view=None)       # dW = x.T @ dy
     assert _gemm_extents(g, gg) == (256, 352, 736_392, 1)
-    gg = NS(anchor=NS(shape=(6, 256, 352)), a=("x3", None))
+    gg = NS(anchor=NS(shape=(6, 256, 352)), a=("x3", None), b_view=None)
     g.nodes["x3"] = NS(shape=(6, 256, 64))
     assert _gemm_extents(g, gg) == (256, 352, 64, 6)
+    # a column-split GEMM (lowering._column_splits): 3 batches of (M, N / 3)
+    gg = NS(anchor=NS(shape=(256, 192)), a=("x3", None), b_view=(64, 3, 64))
+    assert _gemm_extents(g, gg) == (256, 64, 64, 3)
 
 
 def test_an_m_major_a_is_copied_k_contiguous_and_a_k_major_one_is_not():
