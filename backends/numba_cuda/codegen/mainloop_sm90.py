@@ -10,9 +10,10 @@ in grouped order; the producer fills the ring for the next tile while a tile's e
 A slot is released one k-block late (wait_group 1), so one wgmma group stays in flight. Every
 mbarrier wait is bounded (ptx_sm90.mbar_wait).
 
-The epilogue (epilogue_sm90.py) stages each consumer's fragment through shared memory into the
-thread layout EpilogueWriter expects, so every op, reduction and deterministic mode of the
-mma.sync kernel works unchanged.
+The epilogue runs on the fragments and TMA-stores the outputs (epilogue_fragment.py) where the
+call allows it, else (epilogue_sm90.py) stages each consumer's fragment through shared memory
+into the thread layout EpilogueWriter expects, so every op, reduction and deterministic mode of
+the mma.sync kernel works unchanged.
 """
 from ...gpu import sm90
 from . import epilogue_fragment
