@@ -2,7 +2,8 @@
 and to find it again, on the CPU (no GPU needed: numba -> PTX -> nvJitLink cubin for sm_90).
 
 For W0 (D = acc) and W1-W4 (bench/programs.py), fp16, the mma.sync kernel (other GPUs,
-fallbacks) and the sm_90a kernel (the default on sm_90) in the schedule `sm90_schedule="auto"`
+fallbacks) and the sm_90a kernel (the default on sm_90; with the fragment epilogue where it applies, and
+its staged epilogue beside it) in the schedule `sm90_schedule="auto"`
 picks at the benchmark shapes (ping-pong without an (M, N) input, else cooperative with it
 staged):
   * build: a fresh compile into an empty cache, split into numba's front end + NVVM
@@ -28,12 +29,14 @@ def _sources(p):
     from evt_backends.numba_cuda.codegen.mainloop_sm90 import module_prelude, sm90_params, sm90_source
     from evt_backends.numba_cuda.codegen.epilogue_sm90 import tile_inputs
     yield "mma.sync", mma_source(p, "float16", True, False, False, fast_mainloop=True), main_params(p), False
+    from evt_backends.gpu.fastmath import fast_ops
     from evt_backends.numba_cuda.codegen.epilogue_fragment import refusal
     staged = bool(tile_inputs(p))
     frag = refusal(p) is None
     for name, fr in (("sm_90a", frag), ("sm_90a staged epilogue", False)) if frag else (("sm_90a", False),):
         yield name, module_prelude("float16", False) + "\n" + sm90_source(p, "float16", False, False, False, False,
-                                                                          not staged, staged, fr), \
+                                                                          not staged, staged, fr,
+                                                                          fast_ops(p) if fr else ()), \
             sm90_params(p, fr), True
 
 

@@ -8,7 +8,7 @@ from evt_core.tree.ops import Op
 
 from .codegen import sm80, sm90
 from .codegen.plan import REDUCE_OPS, N_BROADCAST, N_GENERIC, N_UNIT, N_UNIT_PAIR, Spec, TileConfig
-from .codegen.spelling import FAST_SPELLING
+from ..gpu.fastmath import fast_ops  # noqa: F401  (the shared rule; backend.py imports it from here)
 
 SMEM_LIMIT = 232448          # 227 KB: the per-block opt-in maximum on sm_90
 _ITEM = {"float32": 4, "float16": 2, "bfloat16": 2}
@@ -44,26 +44,6 @@ def a_layout(a_strides, ptr, item, mn_major_tma):
 def _async_ok(ptr, row_stride, batch_stride, inner_extent, item):
     epc = 16 // item
     return ptr % 16 == 0 and row_stride % epc == 0 and batch_stride % epc == 0 and inner_extent % epc == 0
-
-
-def fast_ops(program):
-    """fast_math="auto": the instructions with a fast spelling whose values reach only 16-bit
-    stores (no fp32 output, no reduction, directly or through later uses), where the
-    approximation (~1 fp16 ulp for tanh.approx) is below the output's own rounding."""
-    n = len(program.instrs)
-    users = [[] for _ in range(n)]
-    for i, ins in enumerate(program.instrs):
-        for a in ins.args:
-            users[a].append(i)
-    only16 = [True] * n
-    for i in reversed(range(n)):
-        ins = program.instrs[i]
-        if ins.op is Op.STORE:
-            here = program.outputs[ins.arg].dtype != "float32"
-        else:
-            here = ins.op not in REDUCE_OPS
-        only16[i] = here and all(only16[u] for u in users[i])
-    return tuple(i for i, ins in enumerate(program.instrs) if only16[i] and ins.op in FAST_SPELLING)
 
 
 def decide_spec(program, bound, options, cc, report=None):

@@ -44,6 +44,10 @@ class NumbaCudaBackend(Backend):
         # through shared memory into the SIMT epilogue: every op and reduction); "auto" takes the
         # fragment epilogue except where measured slower (transcendentals without a reduction).
         "sm90_epilogue": "auto",
+        # "auto": the fragment epilogue spells tanh / exp / sigmoid / silu / gelu_tanh(_grad) with
+        # the MUFU approximations where their values reach only 16-bit stores
+        # (backends/gpu/fastmath.py, the cupy backend's rule); False: libdevice everywhere.
+        "fast_math": "auto",
     }
 
     def available(self):
@@ -68,6 +72,8 @@ class NumbaCudaBackend(Backend):
                 return Support(False, f"unknown option {key!r}; numba_cuda takes {sorted(self.options)}")
         if options.get("sm90_schedule", "auto") not in SM90_SCHEDULES:
             return Support(False, f"option sm90_schedule={options['sm90_schedule']!r} is not one of {SM90_SCHEDULES}")
+        if options.get("fast_math", "auto") not in ("auto", False):
+            return Support(False, f"option fast_math={options['fast_math']!r} is not 'auto' or False")
         if options.get("sm90_epilogue", "auto") not in SM90_EPILOGUES:
             return Support(False, f"option sm90_epilogue={options['sm90_epilogue']!r} is not one of {SM90_EPILOGUES}")
         return Support.yes()

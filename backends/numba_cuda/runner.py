@@ -16,6 +16,7 @@ from evt_core.errors import EvtError, UnsupportedError
 from evt_core.tree.ops import Op
 
 from ..gpu import streams
+from ..gpu.fastmath import fast_ops
 from ..gpu.reductions import identity_bits
 from . import select
 from .codegen.abi import finish_params, main_params
@@ -35,6 +36,7 @@ class Runner:
         self.sm90 = bool(options.get("sm90"))
         self.schedule = options.get("sm90_schedule", "auto")
         self.epilogue = options.get("sm90_epilogue", "auto")
+        self.fast = fast_ops(program) if options.get("fast_math", "auto") == "auto" else ()
         self._fns = {}
         self._ws = {}
         self._plans = {}      # call signature -> _Plan (bind's checks passed for it once)
@@ -48,7 +50,7 @@ class Runner:
         """The mainloop variant of this call (select.variant: which and why); records the sm90
         choice or fallback reason under kernel.stages["sm90"]."""
         chosen, note = select.variant(b, a_ptr, b_ptr, self.force_simt, self.sm90, self.schedule, self.p, in_ptrs,
-                                      self.det, out_ptrs, self.epilogue)
+                                      self.det, out_ptrs, self.epilogue, self.fast)
         if note is not None:
             self.stages["sm90"] = note
         return chosen
@@ -59,7 +61,8 @@ class Runner:
         if variant[0] == "sm90":
             _, ab, kmajor, a_batched, b_batched, pingpong, aux_async, frag = variant
             main = module_prelude(ab, kmajor) + "\n" + sm90_source(self.p, ab, kmajor, a_batched, b_batched,
-                                                                    self.det, pingpong, aux_async, frag)
+                                                                    self.det, pingpong, aux_async, frag,
+                                                                    self.fast if frag else ())
             fns = {"main": self._load(variant, main, "evt_kernel", sm90_params(self.p, frag),
                                       launch_sm90.shared_bytes(self.p, self.det, pingpong, aux_async, frag))}
         else:

@@ -37,14 +37,15 @@ def simulator():
 
 
 def variant(b, a_ptr, b_ptr, force_simt, use_sm90, schedule="auto", program=None, in_ptrs=(), deterministic=False,
-            out_ptrs=(), epilogue="auto"):
+            out_ptrs=(), epilogue="auto", fast=()):
     """(variant, note): note is what kernel.stages["sm90"] records for this call (the sm90
     kernel's description, or why the call falls back to mma.sync), None when sm90 is off.
     a_ptr, b_ptr: the device addresses the sm90 kernel's tensor maps would read. schedule: the
     sm90 kernel's, "pingpong", "cooperative" or "auto" (sm90_pingpong of `program`); in_ptrs,
     out_ptrs: the inputs' and outputs' device addresses, deterministic the option, for
     sm90_aux_async and sm90_fragment; epilogue: "auto" (the fragment epilogue where
-    sm90_fragment holds), "fragment" (wherever the call allows it) or "staged"."""
+    sm90_fragment holds), "fragment" (wherever the call allows it) or "staged"; fast: the
+    instructions the fragment epilogue spells with MUFU approximations."""
     if simulator() or force_simt or b.dtype == "float32":
         return ("simt", b.dtype), None
     note = None
@@ -54,7 +55,7 @@ def variant(b, a_ptr, b_ptr, force_simt, use_sm90, schedule="auto", program=None
             kmajor = b_kmajor(b)
             pp = schedule == "pingpong" or (schedule == "auto" and sm90_pingpong(b, program))
             frag = epilogue != "staged" and sm90_fragment(b, program, in_ptrs, out_ptrs, pp, deterministic,
-                                                          measured=epilogue == "auto")
+                                                          measured=epilogue == "auto", fast=fast)
             aux = (not pp and bool(tile_inputs(program))) if frag else \
                 (not pp and sm90_aux_async(b, program, in_ptrs, deterministic))
             return (("sm90", b.dtype, kmajor, b.a_strides[0] != 0, b.b_strides[0] != 0, pp, aux, frag),
@@ -157,7 +158,7 @@ _LONG_MATH = {getattr(Op, n) for n in ("TANH", "EXP", "LOG", "ERF", "SIGMOID", "
                                        "GELU_TANH", "GELU_TANH_GRAD") if hasattr(Op, n)}
 
 
-def sm90_fragment(b, program, in_ptrs, out_ptrs, pingpong, deterministic, measured=True):
+def sm90_fragment(b, program, in_ptrs, out_ptrs, pingpong, deterministic, measured=True, fast=()):
     """The fragment epilogue (codegen/epilogue_fragment.py) takes a call when its tree can
     (epilogue_fragment.refusal), every output is N-contiguous with TMA-aligned rows (its
     stores are 64 x 64 panels), every (M, N) input can be staged (none in ping-pong, whose
@@ -165,13 +166,15 @@ def sm90_fragment(b, program, in_ptrs, out_ptrs, pingpong, deterministic, measur
     three slots or more (two starve the mainloop).
 
     And, measured (bench/RESULTS.md, H200, 2026-12-01): not for a tree with a transcendental
-    op and no reduction. Fully unrolled over the fragment, libdevice's tanh made R2 and W1
-    slower than the staged epilogue's compact row loop (R2 127.6 against 106.8 us, W1 166.8
-    against 114.2); with a reduction the fragment combines win anyway (W2 127.9 against 141.8).
+    op spelled by libdevice (not in `fast`, the MUFU-spelled instructions) and no reduction.
+    Fully unrolled over the fragment, libdevice's tanh made R2 and W1 slower than the staged
+    epilogue's compact row loop (R2 127.6 against 106.8 us, W1 166.8 against 114.2); with a
+    reduction the fragment combines win anyway (W2 127.9 against 141.8).
     `measured=False` (sm90_epilogue="fragment") skips that rule."""
     if program is None or epilogue_fragment.refusal(program) is not None or len(out_ptrs) < len(program.outputs):
         return False
-    if measured and not program.reductions and any(ins.op in _LONG_MATH for ins in program.instrs):
+    if measured and not program.reductions and any(ins.op in _LONG_MATH and i not in fast
+                                                   for i, ins in enumerate(program.instrs)):
         return False
     for ptr, t in zip(out_ptrs, b.outputs):
         sl, sm, sn = t.strides

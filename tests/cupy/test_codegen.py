@@ -151,6 +151,13 @@ def test_fast_paths_are_the_defaults():
     assert o["aux_tma"] is True and o["tma_store_all"] is True and o["fast_math"] == "auto"
 
 
+def test_every_op_the_shared_fast_math_rule_picks_has_a_fast_spelling():
+    from evt_backends.cupy.codegen.spelling import FAST_SPELLING
+    from evt_backends.gpu.fastmath import FAST_OPS
+    from evt_backends.numba_cuda.codegen.spelling import FAST_SPELLING as NUMBA_FAST
+    assert set(FAST_SPELLING) == FAST_OPS == set(NUMBA_FAST)
+
+
 def test_fast_math_auto_only_where_every_result_is_16_bit():
     from evt_backends.cupy.select import fast_ops
     w1, w2 = P.w1_forward(), P.w2_backward()

@@ -29,11 +29,12 @@ _LOADERS = {"float32": "ld_f32", "float16": "ld_f16", "bfloat16": "ld_bf16"}
 _STORERS = {"float32": "st_f32", "float16": "st_f16", "bfloat16": "st_bf16"}
 
 
-def tree_lines(program, accum_src, sfx, store, reduce):
+def tree_lines(program, accum_src, sfx, store, reduce, fast=()):
     """One element's code, one line per IR instruction; its values are named v<idx><sfx>.
     LOAD values must already be bound (each writer issues its loads ahead, for the whole row or
     fragment); store(idx, ins, src) and reduce(idx, ins, src) give the lines of a STORE and of a
-    reduction's contribution, which is where the epilogue writers differ."""
+    reduction's contribution, which is where the epilogue writers differ. `fast`: indices of the
+    instructions spelled with MUFU approximations (backends/gpu/fastmath.py)."""
     lines = []
     for idx, ins in enumerate(program.instrs):
         v = f"v{idx}{sfx}"
@@ -51,7 +52,7 @@ def tree_lines(program, accum_src, sfx, store, reduce):
         elif ins.op in (Op.SUM, Op.MEAN, Op.AMAX, Op.AMIN):
             lines += reduce(idx, ins, a[0])
         else:
-            lines.append(f"{v} = {spell(ins.op, a)}    # %{idx} = {ins.op.value}")
+            lines.append(f"{v} = {spell(ins.op, a, idx in fast)}    # %{idx} = {ins.op.value}")
     return lines
 
 

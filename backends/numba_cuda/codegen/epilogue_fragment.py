@@ -107,12 +107,13 @@ def _oks(kinds, okm, okn):
     return [okm, *okn] if kinds else []
 
 
-def pair_function(program):
+def pair_function(program, fast=()):
     """Module-level source of epi_pair: the tree on one fragment pair (two elements of a row,
     adjacent columns), storing each output's packed pair to its staging address and returning
     the updated reduction partials. One numba device function called per pair, inlined by
     LLVM (forceinline): the same code as writing every element out in the kernel, but numba
-    types and lowers the tree once instead of 64 or 128 times (10 s against 1 s for W1)."""
+    types and lowers the tree once instead of 64 or 128 times (10 s against 1 s for W1).
+    `fast`: the instructions spelled with MUFU approximations (backends/gpu/fastmath.fast_ops)."""
     kinds = [reduction_kind(r) for r in program.reductions]
     params = ["a_0", "a_1"] + [f"x{k}_{e}" for k in _loaded(program) for e in range(2)]
     params += [f"sc{k}" for k in range(len(program.scalars))]
@@ -125,7 +126,7 @@ def pair_function(program):
         body += [f"v{idx}{sfx} = x{ins.arg}{sfx}" for idx, ins in enumerate(program.instrs) if ins.op is Op.LOAD]
         body += tree_lines(program, f"a{sfx}", sfx,
                            lambda idx, ins, src, sfx=sfx: [f"o{ins.arg}{sfx} = {src}    # %{idx} = store"],
-                           lambda idx, ins, src, e=e: _pair_reduce(program, kinds, ins.arg, src, e))
+                           lambda idx, ins, src, e=e: _pair_reduce(program, kinds, ins.arg, src, e), fast)
     body += [f"{_PAIR_STORERS[t.dtype]}(ob{k}, o{k}_0, o{k}_1)    # {t.name}" for k, t in enumerate(program.outputs)]
     body.append(f"return {', '.join(parts)}," if parts else "return 0")
     return ("@cuda.jit(device=True, forceinline=True)\n"

@@ -50,11 +50,12 @@ def module_prelude(ab_dtype, b_kmajor):
 
 
 def sm90_source(program, ab_dtype, b_kmajor, a_batched, b_batched, deterministic, pingpong=False,
-                aux_async=False, frag=False):
+                aux_async=False, frag=False, fast=()):
     """aux_async: the epilogue's (M, N) inputs are copied into shared memory by cp.async while
     the tile's mainloop runs (epilogue_sm90.aux_copy_lines), instead of loaded per row.
     frag: the tree is evaluated on the fragments and the outputs TMA-stored (epilogue_fragment;
-    its layout stages every (M, N) input of a cooperative kernel)."""
+    its layout stages every (M, N) input of a cooperative kernel); fast: the instructions it
+    spells with MUFU approximations (backends/gpu/fastmath.fast_ops)."""
     lay = smem_layout(program, deterministic, pingpong, aux_async, frag)
     stages = lay.stages
     body = [
@@ -84,7 +85,7 @@ def sm90_source(program, ab_dtype, b_kmajor, a_batched, b_batched, deterministic
         tail = tail[:2] + epilogue_fragment.consumer_prologue(program) + tail[2:] + \
             epilogue_fragment.consumer_epilogue()
     body += ["    " + s for s in tail]
-    head = epilogue_fragment.pair_function(program) + "\n\n" if frag else ""
+    head = epilogue_fragment.pair_function(program, fast) + "\n\n" if frag else ""
     src = head + f"def evt_kernel({arg_list(sm90_params(program, frag))}):\n" + "\n".join("    " + s if s else "" for s in body)
     return src + "\n"
 

@@ -145,6 +145,21 @@ def _sts_pair(cvt):
 sts_pair_f16, sts_pair_bf16 = _sts_pair("cvt.rn.f16x2.f32"), _sts_pair("cvt.rn.bf16x2.f32")
 
 
+def _mufu(text):
+    @intrinsic
+    def fn(typingctx, x):
+        def codegen(context, builder, sig, args):
+            return _asm(builder, _F32, text, "=f,f", list(args), side_effect=False)
+        return types.float32(types.float32), codegen
+    return fn
+
+
+# fast_math="auto" spellings (spelling.FAST_SPELLING): one MUFU instruction each; pure, so CSE-able
+tanh_approx = _mufu("tanh.approx.f32 $0, $1;")
+rcp_approx = _mufu("rcp.approx.ftz.f32 $0, $1;")
+exp_approx = _mufu("{ .reg .f32 t; mul.f32 t, $1, 0f3FB8AA3B; ex2.approx.ftz.f32 $0, t; }")   # 2^(x log2 e)
+
+
 @intrinsic
 def max_nan(typingctx, a, b):
     """max(a, b), NaN if either is (devicefns.nan_max's contract) in one instruction. An

@@ -39,6 +39,22 @@ SPELLING = {
     Op.WHERE: "{1} if {0} != ZERO else {2}",
 }
 
+# fast_math="auto" (backends/gpu/fastmath.py): the MUFU forms, term by term as the accurate ones
+# above, for instructions whose values reach only 16-bit stores. Intrinsics of ptx_sm90.py (only
+# the sm_90a fragment epilogue uses them; the simulator never does).
+FAST_SPELLING = {
+    Op.TANH: "tanh_approx({0})",
+    Op.EXP: "exp_approx({0})",
+    Op.SIGMOID: "rcp_approx(ONE + exp_approx(-{0}))",
+    Op.SILU: "{0} * rcp_approx(ONE + exp_approx(-{0}))",
+    Op.GELU_TANH: "HALF * {0} * (ONE + tanh_approx(GELU_K * ({0} + GELU_A * {0} * {0} * {0})))",
+    # (the tanh appears twice; the asm is pure, so LLVM computes it once)
+    Op.GELU_TANH_GRAD: ("HALF * (ONE + tanh_approx(GELU_K * ({0} + GELU_A * {0} * {0} * {0}))) + HALF * {0} * "
+                        "(ONE - tanh_approx(GELU_K * ({0} + GELU_A * {0} * {0} * {0})) * "
+                        "tanh_approx(GELU_K * ({0} + GELU_A * {0} * {0} * {0}))) * GELU_K * "
+                        "(ONE + float32(3.0) * GELU_A * {0} * {0})"),
+}
+
 # float32 constants every kernel defines at module level (numba freezes globals as constants).
 PRELUDE = """\
 ONE = float32(1.0)
@@ -52,10 +68,11 @@ NEG_INF = float32(float("-inf"))   # identity of AMAX (and of AMIN, carried nega
 """
 
 
-def spell(op, operands):
-    """The fp32 expression for `op` applied to operand variable names, parenthesised."""
+def spell(op, operands, fast=False):
+    """The fp32 expression for `op` applied to operand variable names, parenthesised (`fast`:
+    FAST_SPELLING where it has an entry)."""
     try:
-        template = SPELLING[op]
+        template = FAST_SPELLING[op] if fast and op in FAST_SPELLING else SPELLING[op]
     except KeyError:
         raise UnsupportedError(f"numba_cuda has no spelling for op {op.value!r}; it is not an "
                                "elementwise op the lowered Program can contain") from None
