@@ -56,6 +56,9 @@ def variant(b, a_ptr, b_ptr, force_simt, use_sm90, schedule="auto", program=None
             pp = schedule == "pingpong" or (schedule == "auto" and sm90_pingpong(b, program))
             frag = epilogue != "staged" and sm90_fragment(b, program, in_ptrs, out_ptrs, pp, deterministic,
                                                           measured=epilogue == "auto", fast=fast)
+            if frag and pp and schedule == "auto" and _fragment_spills_in_pingpong(program):
+                pp = False
+                frag = sm90_fragment(b, program, in_ptrs, out_ptrs, pp, deterministic, epilogue == "auto", fast)
             aux = (not pp and bool(tile_inputs(program))) if frag else \
                 (not pp and sm90_aux_async(b, program, in_ptrs, deterministic))
             return (("sm90", b.dtype, kmajor, b.a_strides[0] != 0, b.b_strides[0] != 0, pp, aux, frag),
@@ -129,6 +132,16 @@ def sm90_pingpong(b, program):
     tiles = b.L * tile_count(b.M, sm90.BM) * tile_count(b.N, BN)
     per_row_loads = any(program.spans(t)[1] for t in program.inputs)
     return tiles >= 2 * launch_sm90.sm_count() and not per_row_loads
+
+
+def _fragment_spills_in_pingpong(program):
+    """Ping-pong's fragment epilogue keeps both fragments (128 fp32 registers) live while it
+    works; a tree that loads a column vector and writes two outputs or more then spills (W1:
+    53 registers) and the cooperative schedule is faster (measured on the H200, 2026-12-01,
+    bench/RESULTS.md run 33: W1 121.0 ping-pong against 108.4 cooperative; R1, one output,
+    72.5 against 89.6 stays ping-pong)."""
+    column_vector = any(program.spans(t)[2] and not program.spans(t)[1] for t in program.inputs)
+    return column_vector and len(program.outputs) >= 2
 
 
 def sm90_aux_async(b, program, in_ptrs, deterministic):
