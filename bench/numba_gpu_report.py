@@ -110,7 +110,7 @@ def interleaved(torch, fns, flops, reps):
 
 # ---- the sm_90a kernel (sm90=True) ------------------------------------------------------------
 
-SM90_OPS = ("HGMMA", "UTMALDG", "USETMAXREG", "SYNCS", "BAR", "LDG", "LDGSTS", "STG", "REDG", "LDS", "STS", "LDL", "STL",
+SM90_OPS = ("HGMMA", "UTMALDG", "UTMASTG", "USETMAXREG", "SYNCS", "BAR", "LDG", "LDGSTS", "STG", "REDG", "LDS", "STS", "LDL", "STL",
             "CALL")
 
 
@@ -134,16 +134,22 @@ def sm90_sass():
     for name in sm90_kernels.programs():
         t = time.time()
         print(f"{name}: {_figures(sm90_kernels.build(name))} ({time.time() - t:.1f} s)", flush=True)
-    # W1-W4 in the variant sm90_schedule="auto" picks at the benchmark shapes: ping-pong for the
-    # epilogues without per-row inputs, cooperative with the (M, N) input staged by cp.async else
-    for w, pingpong, staged in (("W1", True, False), ("W2", False, True), ("W3", True, False), ("W4", False, True)):
+    # W1-W4 in the variant "auto" picks at the benchmark shapes (select.variant): the fragment
+    # epilogue with fast math, ping-pong for W3, cooperative for W1 (it would spill in ping-pong)
+    # and for W2/W4 with their (M, N) input staged by cp.async; then the staged epilogue beside it
+    from evt_backends.gpu.fastmath import fast_ops
+    for w, pingpong, staged in (("W1", False, False), ("W2", False, True), ("W3", True, False), ("W4", False, True)):
         p = evt_core.trace(WORKLOADS[w].epilogue, WORKLOADS[w].example(64, 64)).program
-        src = module_prelude("float16", False) + "\n" + sm90_source(p, "float16", False, False, False, False,
-                                                                     pingpong, staged)
-        t = time.time()
-        built = nb.build(nb.cache_key("sm90_sass", w, p.key(), src), src, "evt_kernel", sm90_params(p), sm90a=True)
-        print(f"{w} ({'ping-pong' if pingpong else 'cooperative, staged input'}): {_figures(built)} "
-              f"({time.time() - t:.1f} s)", flush=True)
+        for frag in (True, False):
+            src = module_prelude("float16", False) + "\n" + sm90_source(
+                p, "float16", False, False, False, False, pingpong if frag else w in ("W1", "W3"), staged, frag,
+                fast_ops(p) if frag else ())
+            t = time.time()
+            built = nb.build(nb.cache_key("sm90_sass", w, frag, p.key(), src), src, "evt_kernel", sm90_params(p, frag),
+                             sm90a=True)
+            sched = "ping-pong" if (pingpong if frag else w in ("W1", "W3")) else "cooperative"
+            print(f"{w} ({'fragment' if frag else 'staged'} epilogue, {sched}{', staged input' if staged else ''}): "
+                  f"{_figures(built)} ({time.time() - t:.1f} s)", flush=True)
 
 
 def sm90_check(torch, shapes=((128, 128, 64), (77, 48, 40), (300, 520, 200), (1000, 1000, 1000), (8192, 3072, 768))):
