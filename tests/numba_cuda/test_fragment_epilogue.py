@@ -1,0 +1,140 @@
+"""CPU checks of the sm_90a fragment epilogue (codegen/epilogue_fragment.py): which calls take it
+(select.sm90_fragment and the schedule rule beside it), its shared-memory layout, the swizzled
+panel addresses its pair stores hit, and the order of its TMA-store protocol in the generated
+source. Its SASS is checked in test_sm90_codegen.py; its results on the H200 in
+tests/gpu/test_numba_sm90.py."""
+import os
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+import evt_core  # noqa: E402
+from bench.workloads import WORKLOADS  # noqa: E402
+from evt_backends.gpu import sm90  # noqa: E402
+from evt_backends.gpu.fastmath import fast_ops  # noqa: E402
+from evt_backends.numba_cuda import select  # noqa: E402
+from evt_backends.numba_cuda.codegen import epilogue_fragment as ef  # noqa: E402
+from evt_backends.numba_cuda.codegen.mainloop_sm90 import sm90_source  # noqa: E402
+
+
+def _program(w):
+    return evt_core.trace(WORKLOADS[w].epilogue, WORKLOADS[w].example(64, 64)).program
+
+
+def _bound(p, M=4096, N=3072, out_sm=None, in_sm=None):
+    """A bound call of program p: dense (M, N) outputs and inputs, row strides as given."""
+    def tensor(op, sm):
+        s = p.spans(op)
+        return SimpleNamespace(strides=(0, (N if sm is None else sm) if s[1] else 0, 1 if s[2] else 0))
+    return SimpleNamespace(L=1, M=M, N=N, K=768, dtype="float16", a_strides=(0, 768, 1), b_strides=(0, N, 1),
+                           outputs=[tensor(t, out_sm) for t in p.outputs], inputs=[tensor(t, in_sm) for t in p.inputs])
+
+
+PTRS = [0x10000 * (k + 1) for k in range(8)]
+
+
+@pytest.mark.parametrize("w,pingpong,expected", [
+    ("R0", True, True), ("W3", True, True),
+    ("W1", True, True),            # its tanh reaches only 16-bit stores: spelled tanh.approx
+    ("W2", False, True), ("W4", False, True),          # (M, N) input staged in the cooperative schedule
+    ("W2", True, False), ("W4", True, False),          # ping-pong has no input buffers
+])
+def test_which_workloads_take_the_fragment_epilogue(w, pingpong, expected):
+    from bench.ladder import LADDER
+    p = evt_core.trace(LADDER[w].epilogue, LADDER[w].example(64, 64)).program
+    b = _bound(p)
+    assert select.sm90_fragment(b, p, PTRS, PTRS, pingpong, False, fast=fast_ops(p)) is expected
+
+
+def test_libdevice_transcendentals_without_a_reduction_stay_staged():
+    p = _program("W1")
+    b = _bound(p)
+    assert not select.sm90_fragment(b, p, PTRS, PTRS, True, False, fast=())            # fast_math=False
+    assert select.sm90_fragment(b, p, PTRS, PTRS, True, False, measured=False, fast=())  # sm90_epilogue="fragment"
+
+
+def test_outputs_the_tma_cannot_store_take_the_staged_epilogue():
+    p = _program("W3")
+    assert not select.sm90_fragment(_bound(p, out_sm=3076), p, PTRS, PTRS, True, False)     # 6152-byte rows: no 16 B multiple
+    assert not select.sm90_fragment(_bound(p), p, PTRS, [0x10008] * 4, True, False)        # misaligned base
+    assert select.sm90_fragment(_bound(p, out_sm=3080), p, PTRS, PTRS, True, False)
+    w4 = _program("W4")
+    assert not select.sm90_fragment(_bound(w4, in_sm=3076), w4, PTRS, PTRS, False, False)  # input rows not 16 B
+
+
+def test_refusals_name_the_tensor():
+    import numpy as np
+    from evt_core import ops
+    tree = evt_core.trace(lambda accum: {"D": accum, "S": ops.sum(accum, over="L")},
+                          {"accum": np.empty((2, 8, 8), np.float32), "D": np.empty((2, 8, 8), np.float32),
+                           "S": np.empty((8, 8), np.float32)})
+    assert "'D' is float32" in ef.refusal(tree.program)
+
+
+def test_auto_schedule_takes_cooperative_where_ping_pong_would_spill(monkeypatch):
+    from evt_backends.numba_cuda.runtime import driver, launch_sm90
+    monkeypatch.setattr(launch_sm90, "sm_count", lambda: 132)
+    monkeypatch.setattr(driver, "compute_capability", lambda: (9, 0))
+    monkeypatch.setattr(select, "encode_maps", lambda *a: b"")
+    for w, schedule in (("W1", "cooperative"), ("W3", "ping-pong")):
+        p = _program(w)
+        b = _bound(p, M=8192)
+        v, note = select.variant(b, 0x1000, 0x2000, False, True, "auto", p, PTRS, False, PTRS, "auto", fast_ops(p))
+        assert v[7] and f"{schedule} schedule" in note, (w, note)
+
+
+def test_layout_fits_and_keeps_three_slots_for_the_workloads():
+    for w, pp in (("W1", False), ("W2", False), ("W3", True), ("W4", False)):
+        p = _program(w)
+        lay = ef.FragLayout(p, 128, False, pp)
+        assert lay.fits and lay.stages >= 3, (w, lay.stages, lay.total)
+        assert all(off % sm90.SWIZZLE_ALIGN == 0 for off in lay.outs), w      # TMA panels: 1024-aligned
+        assert lay.total <= sm90.MAX_DYNAMIC_SHARED
+
+
+def test_pair_stores_cover_each_swizzled_panel_once_without_bank_conflicts():
+    """The address obase + const + xo[j % 8] a pair store hits (epilogue_fragment._pair): every
+    32-bit word of the four 64 x 64 panels exactly once over a ping-pong tile, at the 128B
+    swizzle's position of its (row, column); a warp's 32 stores of one pair hit 32 banks."""
+    seen = {}
+    for tid in range(128):
+        w, fg, fq = tid // 32, (tid % 32) // 4, tid % 4
+        obase = (16 * w + fg) * 128 + 4 * fq
+        for h in range(2):
+            for j in range(16):
+                for r in range(2):
+                    at = obase + 2 * h * ef.PANEL_BYTES + (j // 8) * ef.PANEL_BYTES + r * 1024 + (fg ^ (j % 8)) * 16
+                    row, col = 64 * h + 16 * w + fg + 8 * r, 8 * j + 2 * fq
+                    panel = (row // 64) * 2 + col // 64
+                    y, x = row % 64, col % 64
+                    want = panel * ef.PANEL_BYTES + y * 128 + (((x * 2) // 16) ^ (y % 8)) * 16 + (x * 2) % 16
+                    assert at == want, (tid, h, j, r)
+                    seen.setdefault(at, []).append((tid, h, j, r))
+    assert sorted(seen) == list(range(0, 4 * ef.PANEL_BYTES, 4))
+    for h, j, r in ((0, 0, 0), (1, 13, 1)):
+        banks = {((16 * 0 + fg) * 128 + 4 * fq + (fg ^ (j % 8)) * 16) // 4 % 32 for fg in range(8) for fq in range(4)}
+        assert len(banks) == 32
+
+
+def test_generated_protocol_orders_the_stores():
+    """In the source: the output maps are acquired before the tile loop, the staging is fenced
+    for the async proxy and synchronised before the one thread issues the stores, ping-pong hands
+    the staging over only after the stores have read it, and the consumer waits for its stores
+    before it exits."""
+    p = _program("W3")
+    src = sm90_source(p, "float16", False, False, False, False, True, False, True)
+    assert "sts_pair_f16(ob0" in src.split("def evt_kernel")[0]     # the pair function stores the pairs
+    order = ["# ---- consumer warpgroups", "tensormap_acquire(tmO0)", "while tile < tiles:",
+             "named_bar_sync(5 + wg, 256)", "= epi_pair(", "fence_proxy_async()",
+             "named_bar_sync(1 + wg, 128)   # every pair", "tma_store_2d(tmO0", "bulk_commit()", "bulk_wait_read0()",
+             "named_bar_arrive(6 - wg, 256)", "bulk_wait0()"]
+    at = 0
+    for x in order:                       # each after the previous one
+        at = src.index(x, at)
+    assert src.count("tma_store_2d(tmO0") == 4            # two 64-row halves x two 64-column panels
+    coop = sm90_source(_program("W4"), "float16", False, False, False, False, False, True, True)
+    body = coop.split("# ---- consumer warpgroups")[1]
+    assert body.index("cp_async_wait_0()") < body.index("bulk_wait_read0()") < body.index("epi_pair(")
