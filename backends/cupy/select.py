@@ -7,7 +7,7 @@ from evt_core.errors import UnsupportedError
 from evt_core.tree.ops import Op
 
 from .codegen import sm80, sm90
-from .codegen.plan import REDUCE_OPS, N_BROADCAST, N_GENERIC, N_UNIT, N_UNIT_PAIR, Spec, TileConfig
+from .codegen.plan import N_BROADCAST, N_GENERIC, N_UNIT, N_UNIT_PAIR, Spec, TileConfig
 from ..gpu.fastmath import fast_ops  # noqa: F401  (the shared rule; backend.py imports it from here)
 
 SMEM_LIMIT = 232448          # 227 KB: the per-block opt-in maximum on sm_90

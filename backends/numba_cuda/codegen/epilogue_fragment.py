@@ -302,7 +302,7 @@ class _Writer:
                 total = "lds(scratch, tid)"
                 for wi in range(1, 4):
                     total = _comb(red, total, f"lds(scratch, {wi * self.lay.bn} + tid)")
-                out += [bar, f"a{k} = {total}", f"if n0 + tid < N:", f"    {gc(f'a{k}', None, 'n0 + tid')}    # {red.name}",
+                out += [bar, f"a{k} = {total}", "if n0 + tid < N:", f"    {gc(f'a{k}', None, 'n0 + tid')}    # {red.name}",
                         bar]
             else:
                 p = f"p{k}"
