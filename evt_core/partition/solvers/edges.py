@@ -16,8 +16,9 @@ groups); every legal plan satisfies exactly one full assignment, at cost the cut
   too: the cycle maps onto a closed walk of the plan's quotient, legal only inside a group.
 * Infeasible: a forbidden pair in a class or a cut edge inside one.
 * Conflicts (pairs of classes never in one group): a forbidden member pair, a cut edge
-  between them, or, with A ~> C ~> B in the class quotient, C conflicting so with A or B
-  (one group holding A and B holds C by convexity of the quotient walk A -> .. C .. -> B).
+  between them, or, with A ~> C ~> B in the class quotient, one of those direct conflicts
+  between C and A or B (a group holding A and B holds C: otherwise the quotient walk
+  A -> .. C .. -> B closes a cycle through C's group).
   An undecided edge between conflicting classes is cut in every completion.
 * Bound: cut bytes + those forced cuts + the path packing (`packing.pack_paths`) over the
   remaining undecided edges between classes, with these conflicts; its argument (each path
@@ -30,8 +31,9 @@ groups); every legal plan satisfies exactly one full assignment, at cost the cut
   highest. At depth < FULL_DEPTH every undecided edge is probed, below only the PROBE best
   by their last scores.
 
-On seed 0 with the optimum as incumbent this proves it with a few hundred search nodes; the
-node search stays the first choice: it proves every other benchmark graph far faster."""
+On seed 0 with the optimum as incumbent this proves it in 139 search nodes (17 s on the
+benchmark's 2-core machine); the node search stays the first choice: it proves every other
+benchmark graph far faster."""
 from __future__ import annotations
 
 import time
