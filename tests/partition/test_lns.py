@@ -80,13 +80,13 @@ def test_contracted_window_plans_expand_to_legal_plans_of_equal_cost(seed):
                 assert cost_of(p, full) == cost_of(sub, part)
 
 
-def test_search_resumed_after_late_windows_proves_the_same_optimum(monkeypatch):
-    # A first search cut short at once (SEARCH_SHARE ~ 0) goes through the late windows and
-    # resumes with its memo; the proof and the cost must not change.
+def test_edge_search_after_a_short_node_search_proves_the_same_optimum(monkeypatch):
+    # A node search cut short at once (NODE_SHARE ~ 0) hands over to the edge search
+    # (edges.py); the proof and the cost must not change.
     g = random_graph(random.Random(7), 40)
     plain = P.partition(g, cache=None)
     monkeypatch.setattr(bnb, "LNS_MIN_SIZE", 2)
-    monkeypatch.setattr(bnb, "SEARCH_SHARE", 1e-9)
+    monkeypatch.setattr(bnb, "NODE_SHARE", 1e-9)
     phased = P.partition(g, cache=None, time_limit=60)
     phased.check()
     assert phased.optimal and plain.optimal and phased.cost == plain.cost

@@ -21,7 +21,8 @@ set partition is visited once (groups are named by their first member). Pruning:
 
 The incumbent is the greedy plan improved by local search (`local.py`); every new leaf is
 improved the same way. On problems of LNS_MIN_SIZE+ nodes, windows of the incumbent are
-first re-solved exactly (`lns.py`). Children are bounded first and searched cheapest (cost +
+first re-solved exactly (`lns.py`), and a search over edge decisions (`edges.py`) takes over
+where this one is slow (`_phases`). Children are bounded first and searched cheapest (cost +
 bound) first, below the incumbent. (Iterative deepening from the root bound, tried before,
 proved the same plans 2-10x slower on the benchmark's medium graphs: each round re-searches the
 tree, and the memo recovers only part of it.)"""
@@ -35,6 +36,7 @@ from ..problem import Problem, bits
 from .greedy import _groups, solve_greedy
 from .floors import break_cycles, floored_lower
 from .local import improve
+from .edges import EdgeSearch, EdgeTimeout
 from .lns import improve_lns
 from .memo import Memo
 from .packing import pack_bound
@@ -59,7 +61,7 @@ def solve_bnb(p: Problem, time_limit: float | None = None, floors=None, seed=Non
             groups = other
     search = _Search(p, groups, cost_of(p, groups), time_limit, floors)
     limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(limit, 4 * p.size + 200))
+    sys.setrecursionlimit(max(limit, 4 * p.size + 2 * len(p.edges) + 200))
     try:
         proved = _phases(search, time_limit)
     finally:
@@ -73,12 +75,16 @@ def solve_bnb(p: Problem, time_limit: float | None = None, floors=None, seed=Non
 # Larger ones first improve the incumbent by windows (lns.py) until LNS_PATIENCE windows in a
 # row bring nothing or LNS_SHARE of the limit (at most LNS_MAX_S) is spent, then search: it
 # proves a good incumbent far faster than it finds one (random n=200 seed=1: 1.5 s from the
-# optimum, 13.5 s from the local-search plan). A search still running after SEARCH_SHARE of
-# the time left stops for a second, more patient round of windows (LATE_PATIENCE) and
-# resumes with its memo, whose entries are lower bounds whatever the incumbent was: on the
-# unproved n=250 seed=1 that round found a cheaper plan (748672 B against 765056 B).
+# optimum, 13.5 s from the local-search plan). The node search then gets NODE_SHARE of the
+# time left (NODE_BUDGET search nodes without a limit), the edge search (`edges.py`) the
+# rest, from the node search's incumbent. The node search's work grows steeply with the
+# root gap (incumbent - root bound): on random n=300 seed=0 (root bound 36 edges, optimum
+# 41) "no plan below 37" took it 3.6 s, "below 38" more than 120 s, the optimum more than
+# 30 min; from the optimum the edge search proves it in 17 s (from 42, the windows' plan,
+# in 50 s: the node search finds 41 first). Every other benchmark graph, root gap at most
+# one edge, the node search proves in under 2 s.
 LNS_MIN_SIZE, LNS_PATIENCE, LNS_SHARE, LNS_MAX_S = 100, 10, 0.2, 2.0
-SEARCH_SHARE, LATE_PATIENCE = 0.5, 60
+NODE_SHARE, NODE_BUDGET = 0.3, 20_000
 
 
 def _phases(search, time_limit) -> bool:
@@ -89,15 +95,22 @@ def _phases(search, time_limit) -> bool:
     improve_lns(search, time.perf_counter() + span, patience=LNS_PATIENCE)
     deadline = search.deadline
     if deadline is None:
-        return _search_until(search, None)
-    now = time.perf_counter()
-    if _search_until(search, now + SEARCH_SHARE * (deadline - now)):
-        return True
-    search.st = State(search.p)                       # a timeout leaves the state mid-search
-    if search.floors is not None:
-        search.floors.cut = [0] * len(search.floors.cut)
-    improve_lns(search, min(time.perf_counter() + span, deadline), patience=LATE_PATIENCE, seed=1)
-    return _search_until(search, deadline)
+        search.node_limit = search.explored + NODE_BUDGET
+        if _search_until(search, None):
+            return True
+    else:
+        now = time.perf_counter()
+        if _search_until(search, now + NODE_SHARE * (deadline - now)):
+            return True
+    edge = EdgeSearch(search.p, search.best_cost, search.best_groups, deadline)
+    try:
+        edge.run()
+        proved = True
+    except EdgeTimeout:
+        proved = False
+    if edge.best_cost < search.best_cost:
+        search.best_cost, search.best_groups = edge.best_cost, edge.best_groups
+    return proved
 
 
 def _search_until(search, deadline) -> bool:

@@ -41,8 +41,17 @@ def pack_bound(n: int, undecided, grp, members, forbid, k: int, need: int | None
         ends.append(x ^ v)
         adj.setdefault(x, []).append((v, e))
         adj.setdefault(v, []).append((x, e))
+    conf = _conflicts(n, adj, members, forbid, blocked, k, gforbid)
+    return pack_paths(adj, cap, ends, conf, need, spiders)
+
+
+def pack_paths(adj, cap, ends, conf, need: int | None = None, spiders: bool = False) -> int:
+    """The packing itself (module docstring) over any vertex ids: adj[x] = [(y, edge id)],
+    cap[e] the capacities (consumed in place), ends[e] = x ^ y, conf[x] the mask of the
+    vertices that may never share x's group, symmetric, for the vertices of adj with any
+    (in adj order: the sources' order). `need` and `spiders` as in `pack_bound`."""
     total, length = 0, 1
-    active = _conflicts(n, adj, members, forbid, blocked, k, gforbid)
+    active = dict(conf)
     # due[src]: a lower bound on the length of src's next path. Capacities only decrease, so
     # shortest-path lengths never shrink: a source whose last search found only a path of
     # length d > `length` is skipped until length reaches d, and that path (`held`) is still
@@ -54,7 +63,6 @@ def pack_bound(n: int, undecided, grp, members, forbid, k: int, need: int | None
     # only shrinks, so a source with no conflict in it never finds a path (43% of the
     # searches on random n=200 seed=0 were such failures).
     dead: dict[int, int] = {}
-    conf = dict(active)                           # `active` loses exhausted sources
     trees = []                                    # (terminals, vertex set, flow) per packed path
     while active:
         for src in list(active):
