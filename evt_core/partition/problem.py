@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from .graph import Graph
 from .optable import Kind
 from .rules import Reach, absorbed_layout_producers, prune_edges
+from .union_find import DisjointSets
 
 
 def bits(mask: int):
@@ -55,20 +56,10 @@ def decompose(g: Graph) -> Decomposition:
     """Postcondition: every group of every legal plan lies inside one component."""
     r = Reach(g)
     keep = prune_edges(g, r)
-    parent = list(range(len(r.names)))
-
-    def find(x):
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
+    sets = DisjointSets(len(r.names))
     for u, v in keep:
-        parent[find(u)] = find(v)
-    comps: dict[int, list[int]] = {}
-    for i in range(len(r.names)):
-        comps.setdefault(find(i), []).append(i)
-    return Decomposition(r, frozenset(keep), tuple(tuple(c) for c in comps.values()))
+        sets.union(u, v)
+    return Decomposition(r, frozenset(keep), tuple(tuple(c) for c in sets.groups().values()))
 
 
 def make_problem(g: Graph, d: Decomposition, comp: tuple[int, ...]) -> Problem:

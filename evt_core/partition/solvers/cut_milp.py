@@ -26,6 +26,7 @@ from math import gcd
 import numpy as np
 
 from ..problem import Problem, bits
+from ..union_find import DisjointSets
 from .state import cost_of
 
 
@@ -114,18 +115,11 @@ def _paths(adj, i: int, j: int, allowed: set, k: int) -> list[frozenset]:
 
 def _pieces(p: Problem, cut) -> tuple[list[tuple[int, ...]], list[int]]:
     """Connected pieces of the uncut edges, and each node's piece."""
-    root = list(range(p.size))
-
-    def find(x):
-        while root[x] != x:
-            root[x] = root[root[x]]
-            x = root[x]
-        return x
-
+    sets = DisjointSets(p.size)
     for e, (u, v, _) in enumerate(p.edges):
         if not cut[e]:
-            root[find(u)] = find(v)
-    piece = [find(i) for i in range(p.size)]
+            sets.union(u, v)
+    piece = [sets.find(i) for i in range(p.size)]
     by: dict[int, list[int]] = {}
     for i, r in enumerate(piece):
         by.setdefault(r, []).append(i)

@@ -39,6 +39,7 @@ from __future__ import annotations
 import time
 
 from ..problem import Problem, bits
+from ..union_find import DisjointSets
 from .packing import pack_paths
 
 FULL_DEPTH, PROBE = 1, 10
@@ -90,17 +91,11 @@ class EdgeSearch:
         return out
 
     def _classes(self):
-        n, parent = self.p.size, list(range(self.p.size))
-
-        def find(x):
-            while parent[x] != x:
-                parent[x] = parent[parent[x]]
-                x = parent[x]
-            return x
-
+        n, sets = self.p.size, DisjointSets(self.p.size)
+        find = sets.find
         for e, (u, v, _) in enumerate(self.edges):
             if self.status[e] == 1:
-                parent[find(u)] = find(v)
+                sets.union(u, v)
         anc, desc, order = self.anc, self.desc, self.p.order
         while True:
             mem: dict[int, int] = {}
@@ -115,9 +110,7 @@ class EdgeSearch:
                         d |= desc[x]
                         a |= anc[x]
                     for x in bits(d & a & ~m):
-                        if find(x) != find(r):
-                            parent[find(x)] = find(r)
-                            changed = True
+                        changed |= sets.union(x, r)
             if changed:
                 continue
             succ: dict[int, set] = {r: set() for r in mem}
@@ -129,7 +122,7 @@ class EdgeSearch:
                         succ[ru].add(rv)
             for comp in _cycles(succ):
                 for r in comp[1:]:
-                    parent[find(r)] = find(comp[0])
+                    sets.union(r, comp[0])
                 changed = True
             if not changed:
                 break
