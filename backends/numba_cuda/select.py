@@ -167,8 +167,8 @@ def _inputs_copyable(b, program, in_ptrs):
 
 
 # ops numba lowers to long libdevice sequences (no fast spelling here yet)
-_LONG_MATH = {getattr(Op, n) for n in ("TANH", "EXP", "LOG", "ERF", "SIGMOID", "SILU", "GELU", "GELU_GRAD",
-                                       "GELU_TANH", "GELU_TANH_GRAD") if hasattr(Op, n)}
+_LONG_MATH = frozenset({Op.TANH, Op.EXP, Op.LOG, Op.SIGMOID, Op.SILU, Op.GELU, Op.GELU_GRAD, Op.GELU_TANH,
+                        Op.GELU_TANH_GRAD})
 
 
 def sm90_fragment(b, program, in_ptrs, out_ptrs, pingpong, deterministic, measured=True, fast=()):

@@ -163,6 +163,16 @@ def test_sm90_fast_path_refills_the_tensor_maps(recorded, monkeypatch):
     # the replay's maps are those of its own A, B and newly allocated D, encoded once
     d2 = second[12 + 4 + 1]                       # D's pointer: after A, B, the problem, bias, alpha
     assert encoded[n1:n2] == [A2.data_ptr(), B.data_ptr(), d2]
+    # the same addresses again (torch's allocator hands D's block back): a hit, the same maps
+    from evt_backends.numba_cuda.runtime import fastcall
+    pooled = {}
+    monkeypatch.setattr(fastcall, "_allocate", lambda side, spec, like: pooled.setdefault(
+        spec, FakeCuda(spec[0], spec[2], spec[1])))
+    kernel(A2, B, bias=bias, alpha=0.5)
+    third, n3 = recorded[-2][1], len(encoded)
+    kernel(A2, B, bias=bias, alpha=0.5)
+    fourth, n4 = recorded[-2][1], len(encoded)
+    assert n4 == n3 and fourth[pos:pos + 3] == third[pos:pos + 3]
 
 
 def test_launch_rewrites_only_changed_slots_while_the_owner_is_the_last_writer():

@@ -26,12 +26,12 @@ from evt_core.tree.ops import Op
 from ...gpu import sm90
 from ...gpu.reductions import reduction_kind
 from .epilogue import _LOADERS, combine, global_combine, identity, tree_lines
-from .epilogue_sm90 import tile_inputs
+from .epilogue_sm90 import SMEM_LOADERS as _STAGED_LOADERS, deepest_ring, tile_inputs
 
 AUX_PITCH = 128 + 8                 # elements per staged input row (a 16-byte pad per row)
 PANEL_BYTES = sm90.PANEL_BYTES      # 64 x 64 16-bit elements, 8 KB
 _PAIR_STORERS = {"float16": "sts_pair_f16", "bfloat16": "sts_pair_bf16"}
-_SMEM_LOADERS = {"float16": "lds_f16", "bfloat16": "lds_bf16"}
+_SMEM_LOADERS = {t: _STAGED_LOADERS[t] for t in ("float16", "bfloat16")}   # staged inputs are 16-bit here
 
 
 def refusal(program):
@@ -59,12 +59,9 @@ class FragLayout:
     its reduction scratch, then the mbarriers. The ring is the deepest of STAGES..2 that fits."""
 
     def __init__(self, program, bn, deterministic, pingpong, stages=None):
-        from .mainloop_sm90 import STAGES
         assert bn == 2 * sm90.PANEL, "two 64-column panels per tile"
         if stages is None:
-            for stages in range(STAGES, 1, -1):
-                if FragLayout(program, bn, deterministic, pingpong, stages).fits:
-                    break
+            stages = deepest_ring(lambda n: FragLayout(program, bn, deterministic, pingpong, n))
         self.stages, self.bn, self.pingpong = stages, bn, pingpong
         self.ring = stages * sm90.stage_bytes(bn)
         self.out_bytes = sm90.BM * bn * 2

@@ -24,7 +24,7 @@ from ...gpu import sm90
 from .epilogue import EpilogueWriter, Layout
 
 TY, TX = 4, 32          # the warpgroup's warps x lanes in the epilogue layout
-_SMEM_LOADERS = {"float16": "lds_f16", "bfloat16": "lds_bf16", "float32": "lds"}
+SMEM_LOADERS = {"float16": "lds_f16", "bfloat16": "lds_bf16", "float32": "lds"}
 
 
 def staging_pitch(bn):
@@ -46,10 +46,20 @@ def tile_inputs(program):
 
 def _writer(program, bn, deterministic, pingpong, aux_async=False):
     lay = Layout(TY, TX, staged_rows(pingpong) // TY, bn // TX, rows_unrolled=False)
-    staged = {k: (f"abuf{k}", bn, _SMEM_LOADERS[program.inputs[k].dtype])
+    staged = {k: (f"abuf{k}", bn, SMEM_LOADERS[program.inputs[k].dtype])
               for k in (tile_inputs(program) if aux_async else [])}
     return EpilogueWriter(program, lay, deterministic, barrier="named_bar_sync(1 + wg, 128)",
                           row_park=("stg", staging_pitch(bn)), staged_inputs=staged)
+
+
+def deepest_ring(layout):
+    """The ring depth for a layout family `layout(stages)`: STAGES down to 2, the first that fits
+    (2 when none does; the layout's `fits` then says so)."""
+    from .mainloop_sm90 import STAGES
+    for stages in range(STAGES, 1, -1):
+        if layout(stages).fits:
+            break
+    return stages
 
 
 class SmemLayout:
@@ -61,12 +71,9 @@ class SmemLayout:
     of two slots or more fits)."""
 
     def __init__(self, program, bn, deterministic, pingpong=False, aux_async=False, stages=None):
-        from .mainloop_sm90 import STAGES
         assert not (pingpong and aux_async), "aux buffers are per 64-row cooperative warpgroup"
-        if stages is None:      # the deepest ring that fits
-            for stages in range(STAGES, 1, -1):
-                if SmemLayout(program, bn, deterministic, pingpong, aux_async, stages).fits:
-                    break
+        if stages is None:
+            stages = deepest_ring(lambda n: SmemLayout(program, bn, deterministic, pingpong, aux_async, n))
         self.stages, self.bn, self.pingpong, self.aux_async = stages, bn, pingpong, aux_async
         self.pitch = staging_pitch(bn)
         self.ring = stages * sm90.stage_bytes(bn)
