@@ -6,8 +6,9 @@
 Per workload and dtype, every candidate (eager; torch.compile max-autotune without and with
 CUDA graphs; evt with each kernel backend) is first checked against eager: the gradients of one
 step, compared with an fp32 eager step of the same weights, must be as close as eager's own
-low-precision gradients are (or within a floor). Then one training step (zero_grad, forward,
-loss, backward; the optimizer excluded) is timed in interleaved rounds, rotating the order,
+low-precision gradients are (or within a floor). Every candidate compiles the model together with
+its loss (`objective`), so a compiler can fuse the loss and its gradient (the U-turn workloads).
+Then one training step (zero_grad, forward, loss, backward; the optimizer excluded) is timed in interleaved rounds, rotating the order,
 with triton.testing.do_bench (CUDA events when triton is missing; perf_counter on a CPU), and
 the median over rounds is reported. A failing or timed-out candidate is a row with its reason;
 stages that would start past --budget are skipped and named.
@@ -52,6 +53,9 @@ def parse_args(argv=None):
     p.add_argument("--rep-ms", type=float, default=200.0, help="do_bench repetition time per round")
     p.add_argument("--ce-rows", type=int, default=736_392, help="rows of the softmax cross-entropy U-turn")
     p.add_argument("--no-inductor", action="store_true", help="skip torch.compile candidates")
+    p.add_argument("--whole-step", action="store_true",
+                   help="also time eager, torch.compile (no CUDA graphs) and each evt backend with the whole "
+                        "step (forward + backward) captured in one CUDA graph and replayed")
     p.add_argument("--inductor", action="store_true", help="run torch.compile candidates even with --smoke")
     p.add_argument("--setup-timeout", type=float, default=900.0, help="seconds per candidate compile + check")
     p.add_argument("--budget", type=float, default=3600.0, help="seconds for the whole run")
@@ -97,7 +101,8 @@ def time_limit(seconds):
 
 
 def candidates(args, device):
-    """[(name, make(model) -> callable model)]."""
+    """[(name, make(objective) -> callable objective)]; an objective is x, *targets -> loss,
+    the model and its loss together, so a compiler sees the loss (the U-turn workloads fuse it)."""
     import torch
     import evt_core.torch as et
     out = [("eager", lambda m: m)]
@@ -118,24 +123,56 @@ def candidates(args, device):
         if device == "cuda":
             out.append((f"evt ({k}{tag}, CUDA graphs)", lambda m, k=k, o=opts: torch.compile(
                 m, backend=et.backend(kernels=k, cudagraphs=True, **o), dynamic=False)))
+    if device == "cuda" and args.whole_step:
+        # the same compiled objectives (no per-graph CUDA graphs: captures do not nest), with the
+        # whole step captured in one graph by `graphed_step`
+        out += [(f"{name} ({WHOLE_STEP})", make) for name, make in out
+                if "CUDA graphs" not in name]
     return out
 
 
-def step(model, net, inputs, loss_fn, cudagraphs):
+WHOLE_STEP = "whole-step CUDA graph"
+
+
+def graphed_step(model, net, inputs):
+    """Capture one step (forward + backward) in a CUDA graph, as full-iteration graph training
+    does; returns (replay, loss). Gradients are set to None before the capture, so the
+    backward allocates them from the graph's pool and every replay writes them anew."""
+    import torch
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):             # warm-up off the capture: compiles, allocator state
+        for _ in range(3):
+            step(model, net, inputs, False)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    model.zero_grad(set_to_none=True)
+    with torch.cuda.graph(graph):
+        loss = net(*inputs)
+        loss.backward()
+    return graph.replay, loss
+
+
+def objective(model, loss_fn):
+    """What every candidate compiles: the model and its loss, (x, *targets) -> loss."""
+    return lambda x, *targets: loss_fn(model(x), x, *targets)
+
+
+def step(model, net, inputs, cudagraphs):
     """What is timed: zero_grad, forward, loss, backward."""
     import torch
     model.zero_grad(set_to_none=True)
     if cudagraphs:
         torch.compiler.cudagraph_mark_step_begin()
-    loss = loss_fn(net(inputs[0]), *inputs)
+    loss = net(*inputs)
     loss.backward()
     return loss
 
 
-def grads_of(model, net, inputs, loss_fn, cudagraphs):
+def grads_of(model, net, inputs, cudagraphs):
     """One step, then (loss, gradients) as fp32 copies for the check."""
     import torch
-    loss = step(model, net, inputs, loss_fn, cudagraphs)
+    loss = step(model, net, inputs, cudagraphs)
     return loss.detach().float().clone(), [(p.grad if p.grad is not None else torch.zeros_like(p)).detach().float()
                                            .clone() for p in model.parameters()]
 
@@ -186,7 +223,7 @@ def run_case(args, wl, dtype_name, device, cands, bench, deadline):
     x, *targets = (t.to(device) for t in inputs)    # the model's input, then the loss's targets
     low = (x.to(dtype), *targets)
     ref_model = copy.deepcopy(base).to(device).float()
-    _, ref = grads_of(ref_model, ref_model, (x.float(), *targets), loss_fn, False)
+    _, ref = grads_of(ref_model, objective(ref_model, loss_fn), (x.float(), *targets), False)
     del ref_model
     rows, live = [], []
     eager_err = None
@@ -201,10 +238,18 @@ def run_case(args, wl, dtype_name, device, cands, bench, deadline):
             model = copy.deepcopy(base).to(device=device, dtype=dtype)
             before = len(et.reports())
             t0 = time.perf_counter()
+            whole = WHOLE_STEP in name
             with time_limit(args.setup_timeout):
-                net = make(model)
-                for _ in range(2 if cudagraphs else 1):      # CUDA graph trees record on a later step
-                    loss, g = grads_of(model, net, low, loss_fn, cudagraphs)
+                net = make(objective(model, loss_fn))
+                if whole:
+                    replay, loss = graphed_step(model, net, low)
+                    replay()
+                    torch.cuda.synchronize()
+                    g = [(p.grad if p.grad is not None else torch.zeros_like(p)).detach().float().clone()
+                         for p in model.parameters()]
+                    loss = loss.detach().float().clone()
+                for _ in range(0 if whole else 2 if cudagraphs else 1):   # graph trees record on a later step
+                    loss, g = grads_of(model, net, low, cudagraphs)
             row["setup_s"] = round(time.perf_counter() - t0, 1)
             err = rel_err(g, ref)
             row["rel_err"] = err
@@ -220,7 +265,7 @@ def run_case(args, wl, dtype_name, device, cands, bench, deadline):
                               "gemm_groups": sum(len(r.fused) + len(r.unfused) for r in reps),
                               "bytes_saved": sum(r.bytes_saved for r in reps),
                               "unfused": [f"{r.name} #{k}: {v}" for r in reps for k, v in r.unfused.items()][:6]}
-            live.append((row, partial(step, model, net, low, loss_fn, cudagraphs)))
+            live.append((row, replay if whole else partial(step, model, net, low, cudagraphs)))
         except Exception as e:  # noqa: BLE001 - one candidate's failure is a row, not a crash
             row["status"] = f"failed: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
             row["trace"] = traceback.format_exc(limit=-4)

@@ -112,7 +112,8 @@ class _Importer:
             out = _SPECIAL[op](self, node, args, kwargs)
         elif ALIASES.get(op, op) in OPS:
             try:
-                out = self.g.add(op, *args, name=self.fresh(node.name), **kwargs).name
+                # add_bound, not add: an op's own `dtype` keyword (_to_copy's) is not add's opaque-type one
+                out = self.g.add_bound(op, args, kwargs, name=self.fresh(node.name)).name
             except PartitionError as e:   # a known packet, an overload the table does not
                 if e.rule != "signature":  # model (e.g. view.dtype): keep it, as opaque
                     raise

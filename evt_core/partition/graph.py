@@ -66,6 +66,7 @@ class Graph:
         self.nodes: dict[str, Node] = {}
         self.outputs: list[str] = []
         self._count: dict[str, int] = {}
+        self._reserved: frozenset = frozenset()   # names fresh ones avoid (passes/rewrite.py)
 
     # ---- building -------------------------------------------------------------------------
     def input(self, name: str, shape, dtype: str = "float16") -> Node:
@@ -244,7 +245,7 @@ class Graph:
 
     def _fresh(self, base: str) -> str:
         k = self._count.get(base, -1) + 1
-        while (cand := base if k == 0 else f"{base}_{k}") in self.nodes:
+        while (cand := base if k == 0 else f"{base}_{k}") in self.nodes or cand in self._reserved:
             k += 1
         self._count[base] = k
         return cand

@@ -19,6 +19,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from ..dtypes import DTYPES
+from ..tree.trace import TensorSpec
 from .aten import Unfusible
 from .aten.structural import layout_perm
 from .graph import Graph, Node
@@ -249,7 +250,10 @@ def _operands(g: Graph, anchor: Node, body, inside, frame):
             raise Unfusible(f"{name} is {node.dtype}; epilogue loads are float16/bfloat16/float32")
         p = f"in_{len(inputs)}"
         inputs[p] = name
-        examples[p] = np.empty(node.shape, DTYPES[node.dtype])
+        # A 0-d tensor (a loss's tangent, on the device) stays a tensor load: as a 0-d array
+        # example it would trace as a by-value scalar, which the caller would have to read to
+        # the host first (a sync, and no CUDA-graph capture).
+        examples[p] = TensorSpec((), node.dtype) if node.shape == () else np.empty(node.shape, DTYPES[node.dtype])
     return inputs, examples, consts
 
 

@@ -96,7 +96,12 @@ class _Compilation:
 
     def partition(self, joint, joint_inputs, **kw):
         from torch._functorch.partitioners import default_partition
+        from .uturn import pull_into_forward, sink_scalar_tangents
+        if self.be.passes:
+            sink_scalar_tangents(joint)
         self._plan(joint, ("forward", "backward"))
+        if self.joint is not None:
+            self.report.pulled = pull_into_forward(joint, self.joint)
         return default_partition(joint, joint_inputs, **kw)
 
     def forward(self, gm, example_inputs):

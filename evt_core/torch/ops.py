@@ -215,7 +215,7 @@ def _to_numpy(t):
 
 def _from_numpy(a):
     import torch
-    a = np.ascontiguousarray(a)
+    a = np.require(a, requirements="C")     # not ascontiguousarray: it makes a 0-d result 1-d
     if a.dtype == bfloat16:
         return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
     if a.dtype not in (DTYPES["float32"], DTYPES["float16"]):

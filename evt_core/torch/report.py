@@ -13,7 +13,8 @@ class Report:
     """`plan`: the `Plan` of the joint graph (None if planning failed: see `error`). `fused`:
     indices of the groups that run as evt kernels. `unfused`: {group index: reason} for the
     GEMM groups that run as torch ops instead (as in `RunResult`). `placed`: {fused group:
-    the compiled graph it runs in, "forward", "backward" or "inference"}. `bytes_saved`: bytes on
+    the compiled graph it runs in, "forward", "backward" or "inference"}. `pulled`: backward nodes
+    the U-turn moved into the forward (`uturn.py`). `bytes_saved`: bytes on
     edges the plan keeps inside groups, against running every node as its own kernel."""
     name: str
     plan: object = None
@@ -21,6 +22,7 @@ class Report:
     placed: dict = field(default_factory=dict)      # fused group -> "forward" | "backward" | "inference"
     refused: dict = field(default_factory=dict)     # reasons found so far, per group
     pending: set = field(default_factory=set)       # halves (forward/backward) not compiled yet
+    pulled: list = field(default_factory=list)      # fx nodes moved into the forward (uturn.pull_into_forward)
     error: str | None = None
 
     @property

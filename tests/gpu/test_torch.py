@@ -142,3 +142,54 @@ def test_transformer_block_trains_like_eager_fp16(backend):
     for loss_err, grad_err in _train(model, x, et.backend(kernels=backend, strict=True)):
         assert loss_err < 1e-2 and grad_err < 3e-2
     assert any(r.fused for r in et.reports())
+
+
+@pytest.mark.parametrize("cudagraphs", [False, True])
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+def test_bce_uturn_trains_like_eager_fp16(backend, cudagraphs):
+    """Linear + BCE-with-logits compiled together: the forward kernel computes the loss (a
+    whole-tensor sum) and d loss/d logits; the backward GEMMs read the 0-d tangent on the
+    device. Shapes span several tiles and an edge tile in M and N."""
+    _available(backend)
+    torch.manual_seed(0)
+    model = torch.nn.Linear(512, 1000).cuda().half()
+    ref = copy.deepcopy(model)
+    x = torch.randn(1100, 512, device="cuda", dtype=torch.float16)
+    t = (torch.rand(1100, 1000, device="cuda") < 0.05).float()
+
+    def objective(m):
+        return lambda x, t: torch.nn.functional.binary_cross_entropy_with_logits(m(x).float(), t, reduction="sum")
+    compiled = torch.compile(objective(model), backend=et.backend(kernels=backend, strict=True,
+                                                                    cudagraphs=cudagraphs), dynamic=False)
+    for _ in range(3):
+        for m in (model, ref):
+            m.zero_grad(set_to_none=True)
+        if cudagraphs:
+            torch.compiler.cudagraph_mark_step_begin()
+        loss = compiled(x, t)
+        loss.backward()
+        expect = objective(ref)(x, t)
+        expect.backward()
+        assert abs(float(loss) - float(expect)) <= 1e-3 * abs(float(expect))
+        for p, q in zip(model.parameters(), ref.parameters()):
+            assert float((p.grad.float() - q.grad.float()).norm() / q.grad.float().norm()) < 2e-2
+    (rep,) = et.reports()
+    assert set(rep.placed.values()) == {"forward", "backward"} and not rep.unfused, rep.unfused
+    assert "sigmoid" in rep.pulled
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+def test_a_0d_device_tensor_is_an_epilogue_input(backend):
+    """A 0-d tensor (a loss's tangent) is loaded on the device, never read to the host."""
+    _available(backend)
+    from evt_core.tree.trace import TensorSpec
+    M, N, K = 300, 200, 64
+    tree = evt_core.trace(lambda accum, g: {"D": accum * g},
+                          {"accum": np.empty((M, N), np.float32), "g": TensorSpec((), "float32"),
+                           "D": np.empty((M, N), np.float16)})
+    kernel = evt_core.compile(tree, backend=backend)
+    A, B = (torch.randn(*s, device="cuda", dtype=torch.float16) for s in ((M, K), (K, N)))
+    g = torch.tensor(0.75, device="cuda")
+    out = kernel(A, B, g=g)
+    (D,) = out.values()
+    torch.testing.assert_close(D.float(), 0.75 * (A.float() @ B.float()), rtol=2e-2, atol=2e-2)

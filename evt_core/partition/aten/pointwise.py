@@ -67,6 +67,19 @@ _UNARY = {   # name: (NumPy, tree; a str says why there is no tree node)
 for _name, (_np, _tree) in _UNARY.items():
     op(_name, _E, "self", S.same, (lambda f: lambda self: f(self))(_np), _tree)
 
+def _pow_tree(a):
+    """x ** k for a constant k of 1, 2 or 3 as products (a loss's square); other powers have no
+    tree form."""
+    x, k = a
+    if isinstance(k, (int, float)) and k in (1, 2, 3):
+        out = x
+        for _ in range(int(k) - 1):
+            out = out * x
+        return out
+    raise Unfusible(f"pow with exponent {k!r}: only constant exponents 1, 2 and 3 have tree forms "
+                    "(as products); rewrite other powers")
+
+
 _BINARY = {
     "add": (np.add, lambda n, a, c: a[0] + a[1]),
     "sub": (np.subtract, lambda n, a, c: a[0] - a[1]),
@@ -75,7 +88,7 @@ _BINARY = {
     "maximum": (np.maximum, lambda n, a, c: E.maximum(a[0], a[1])),
     "minimum": (np.minimum, lambda n, a, c: E.minimum(a[0], a[1])),
     "rsub": (lambda x, y: y - x, lambda n, a, c: a[1] - a[0]),
-    "pow": (np.power, "only the tracer's fixed exponents have tree forms; rewrite pow as products"),
+    "pow": (np.power, lambda n, a, c: _pow_tree(a)),
 }
 _COMPARE = {
     "eq": (np.equal, "equality has no epilogue op"),

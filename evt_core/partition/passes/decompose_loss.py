@@ -1,5 +1,6 @@
 """Decomposition of the loss ops (design doc 4.3): log-softmax and NLL backward become a
-softmax anchor plus elementwise ops and sums, which reduction elimination then simplifies."""
+softmax anchor plus elementwise ops and sums, which reduction elimination then simplifies;
+BCE-with-logits becomes elementwise ops and a sum, which a GEMM epilogue computes."""
 from __future__ import annotations
 
 from ..graph import Graph
@@ -11,7 +12,9 @@ def decompose_losses(g: Graph) -> Graph:
     log_softmax(x) = log(softmax(x)); its backward is g - softmax(x) * sum(g, dim, keepdim)
     (reading the softmax directly when the output is log(softmax)); nll_loss_backward is
     -one_hot(target) * mask * tangent / count, exactly ATen's mean (count of non-ignored
-    labels) or sum reduction."""
+    labels) or sum reduction; binary_cross_entropy_with_logits(x, t) without weights is
+    relu(x) - x·t + log(1 + exp(-|x|)) (ATen's stable form; log1p is not an epilogue op, and
+    the two differ by under 1e-7 absolute per element), summed or averaged as its reduction says."""
 
     def rule(node, out, m):
         ins = [m[i] for i in node.inputs]
@@ -27,6 +30,8 @@ def decompose_losses(g: Graph) -> Graph:
             return out.add("sub", grad, out.add("mul", soft, total), name=_keep(out, node.name)).name
         if node.op == "nll_loss_backward":
             return _nll_backward(node, out, dict(zip(node.params, ins)))
+        if node.op == BCE_WITH_LOGITS:
+            return _bce_with_logits(node, out, ins)
         return None
 
     return rewrite(g, rule)
@@ -44,6 +49,34 @@ def _nll_backward(node, out: Graph, a) -> str:
         scale = out.add("div", scale, out.add("sum", mask))
     col = out.add("mul", out.add("unsqueeze", mask, -1), scale)
     return out.add("neg", out.add("mul", hot, col), name=_keep(out, node.name)).name
+
+
+BCE_WITH_LOGITS = "binary_cross_entropy_with_logits"   # opaque in the op table: read from its fx spec
+_REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}         # ATen's Reduction enum
+
+
+def _bce_with_logits(node, out: Graph, ins):
+    """None (kept opaque) unless it is (logits, target) with no weights and a known reduction."""
+    spec = node.attr("spec") if "spec" in dict(node.attrs) else None
+    if not spec or len(ins) != 2 or not 2 <= len(spec[0]) <= 5:
+        return None
+    # (self, target, weight=None, pos_weight=None, reduction=Mean), positional or by keyword
+    given = dict(zip(("self", "target", "weight", "pos_weight", "reduction"), spec[0]))
+    args = {"weight": None, "pos_weight": None, "reduction": 1, **given, **dict(spec[1])}
+    if args["weight"] is not None or args["pos_weight"] is not None or args["reduction"] not in _REDUCTIONS:
+        return None
+    x, t = ins
+    soft = out.add("log", out.add("add", out.add("exp", out.add("neg", out.add("abs", x))), 1.0))
+    value = out.add("add", out.add("sub", out.add("relu", x), out.add("mul", x, t)), soft)
+    reduction = _REDUCTIONS[args["reduction"]]
+    if reduction == "none":
+        return out.add("mul", value, 1.0, name=_keep(out, node.name)).name
+    if reduction == "mean":   # scaled before the sum, so the loss stays one reduction (one kernel output)
+        count = 1
+        for e in out.nodes[x].shape:
+            count *= e
+        value = out.add("mul", value, 1.0 / count)
+    return out.add("sum", value, name=_keep(out, node.name)).name
 
 
 def _keep(out: Graph, name: str):

@@ -13,6 +13,9 @@ Rule = Callable[[Node, Graph, dict], Optional[str]]
 
 def rewrite(g: Graph, rule: Rule) -> Graph:
     out, m = Graph(), {}
+    # Nodes a rule makes get names no later node of g has, so every copied node keeps its own
+    # name (the torch backend matches IR values to fx values by name).
+    out._reserved = frozenset(g.nodes)
     for node in g.nodes.values():
         new = rule(node, out, m)
         m[node.name] = new if new is not None else copy(out, node, [m[i] for i in node.inputs]).name
