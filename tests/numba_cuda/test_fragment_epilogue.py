@@ -128,7 +128,7 @@ def test_generated_protocol_orders_the_stores():
     src = sm90_source(p, "float16", False, False, False, False, True, False, True)
     assert "sts_pair_f16(ob0" in src.split("def evt_kernel")[0]     # the pair function stores the pairs
     order = ["# ---- consumer warpgroups", "tensormap_acquire(tmO0)", "while tile < tiles:",
-             "named_bar_sync(5 + wg, 256)", "= epi_pair(", "fence_proxy_async()",
+             "named_bar_sync(5 + wg, 256)", "epi_group(", "fence_proxy_async()",
              "named_bar_sync(1 + wg, 128)   # every pair", "tma_store_2d(tmO0", "bulk_commit()", "bulk_wait_read0()",
              "named_bar_arrive(6 - wg, 256)", "bulk_wait0()"]
     at = 0
@@ -137,4 +137,4 @@ def test_generated_protocol_orders_the_stores():
     assert src.count("tma_store_2d(tmO0") == 4            # two 64-row halves x two 64-column panels
     coop = sm90_source(_program("W4"), "float16", False, False, False, False, False, True, True)
     body = coop.split("# ---- consumer warpgroups")[1]
-    assert body.index("cp_async_wait_0()") < body.index("bulk_wait_read0()") < body.index("epi_pair(")
+    assert body.index("cp_async_wait_0()") < body.index("bulk_wait_read0()") < body.index("epi_group(")

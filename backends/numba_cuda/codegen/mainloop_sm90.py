@@ -85,7 +85,7 @@ def sm90_source(program, ab_dtype, b_kmajor, a_batched, b_batched, deterministic
         tail = tail[:2] + epilogue_fragment.consumer_prologue(program) + tail[2:] + \
             epilogue_fragment.consumer_epilogue()
     body += ["    " + s for s in tail]
-    head = epilogue_fragment.pair_function(program, fast) + "\n\n" if frag else ""
+    head = epilogue_fragment.device_functions(program, lay, fast) + "\n\n" if frag else ""
     src = head + f"def evt_kernel({arg_list(sm90_params(program, frag))}):\n" + "\n".join("    " + s if s else "" for s in body)
     return src + "\n"
 
