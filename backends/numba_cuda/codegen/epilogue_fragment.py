@@ -55,8 +55,10 @@ class FragLayout:
     """Byte offsets inside the 1024-aligned dynamic shared memory: the ring, then per output a
     128 x bn staging tile of four 8 KB panels (panel (row half h, column half c) at
     (2 h + c) x 8 KB; cooperative warpgroup w owns row half w, a ping-pong tile both), then
-    (cooperative) per (M, N) input one padded 64-row buffer per warpgroup, then per warpgroup
-    its reduction scratch, then the mbarriers. The ring is the deepest of STAGES..2 that fits."""
+    (cooperative) per (M, N) input one padded 64-row buffer per warpgroup, then per column
+    vector (an input spanning N only) its tile's bn values as fp32 per warpgroup, then per
+    warpgroup its reduction scratch, then the mbarriers. The ring is the deepest of STAGES..2
+    that fits."""
 
     def __init__(self, program, bn, deterministic, pingpong, stages=None):
         assert bn == 2 * sm90.PANEL, "two 64-column panels per tile"
@@ -73,6 +75,11 @@ class FragLayout:
             self.aux[k] = (end, size)
             end += 2 * size
         self.aux_async = bool(self.aux)
+        self.vec_bytes = 4 * bn     # a column vector's tile slice, widened to fp32
+        self.vecs = {}              # input index -> offset of warpgroup 0's slice (warpgroup 1's follows)
+        for k in column_vectors(program):
+            self.vecs[k] = end
+            end += 2 * self.vec_bytes
         self.scratch_bytes = 4 * 4 * bn   # a column partial per warp and column (or a word per warp)
         self.scratch = end
         self.bars = (end + 2 * self.scratch_bytes + 7) // 8 * 8
@@ -82,6 +89,25 @@ class FragLayout:
 
     def aux_row_bytes(self, k, program):
         return AUX_PITCH * DTYPES[program.inputs[k].dtype].itemsize
+
+
+def column_vectors(program):
+    """Indices of the inputs with a value per column only (a bias): staged per tile in shared
+    memory (vector_loads, _Writer._head) instead of loaded by every thread for every column group."""
+    return [k for k, t in enumerate(program.inputs) if program.spans(t)[2] and not program.spans(t)[1]]
+
+
+def vector_loads(program, lay):
+    """At a consumer's tile start, before its mainloop: thread tid loads column n0 + tid of each
+    column vector (zero past N) into a register, which the epilogue stores to the warpgroup's
+    shared slice (the load's latency hides under the mainloop; one load per thread and tile
+    instead of 32, the 128 of a warpgroup coalesced)."""
+    out = []
+    for k in lay.vecs:
+        t = program.inputs[k]
+        out.append(f"bv{k} = {_LOADERS[t.dtype]}(in{k}_p, l * in{k}_sl + (n0 + tid) * in{k}_sn) if n0 + tid < N "
+                   f"else ZERO    # {t.name}: this thread's column of the tile")
+    return out
 
 
 def _loaded(program):
@@ -107,9 +133,9 @@ def _oks(kinds, okm, okn):
 def pair_function(program, fast=()):
     """Module-level source of epi_pair: the tree on one fragment pair (two elements of a row,
     adjacent columns), storing each output's packed pair to its staging address and returning
-    the updated reduction partials. One numba device function called per pair, inlined by
-    LLVM (forceinline): the same code as writing every element out in the kernel, but numba
-    types and lowers the tree once instead of 64 or 128 times (10 s against 1 s for W1).
+    the updated reduction partials. One numba device function called per pair (by epi_group),
+    inlined by LLVM (forceinline): the same code as writing every element out in the kernel,
+    but numba types and lowers the tree once instead of 64 or 128 times (10 s against 1 s for W1).
     `fast`: the instructions spelled with MUFU approximations (backends/gpu/fastmath.fast_ops)."""
     kinds = [reduction_kind(r) for r in program.reductions]
     params = ["a_0", "a_1"] + [f"x{k}_{e}" for k in _loaded(program) for e in range(2)]
@@ -179,7 +205,7 @@ class _Writer:
         self.rows = [(h, r) for h in range(len(frags)) for r in range(2)]
         self.cols = [(j, e) for j in range(lay.bn // 8) for e in range(2)]
         sp = [program.spans(t) for t in program.inputs]
-        self.bcast = [k for k, s in enumerate(sp) if s[2] and not s[1]]      # a value per column
+        self.bcast = column_vectors(program)                                # a value per column
         self.rowvec = [k for k, s in enumerate(sp) if s[1] and not s[2]]     # a value per row
         self.const = [k for k, s in enumerate(sp) if not s[1] and not s[2]]  # one value per tile
         self.staged = tile_inputs(program)
@@ -208,11 +234,20 @@ class _Writer:
         out += (["m0w = m0", "tile_m = mt    # deterministic partial slot: one per 128-row tile"] if pp else
                 [f"m0w = m0 + {sm90.WG_ROWS} * wg", "tile_m = mt * 2 + wg   # deterministic slot: one per 64 rows"])
         out += [f"in{k}_lo = l * in{k}_sl    # {op.name}" for k, op in enumerate(self.p.inputs)]
+        # A column vector's slice is the warpgroup's own (ping-pong warpgroups are on different
+        # tiles; cooperative ones would need a CTA-wide barrier to share one): rewritten here,
+        # after every thread of the warpgroup passed the previous tile's "every pair is staged"
+        # barrier (its last read of the slice), published by the barrier below.
+        vec = [f"sts(sbase + {off} + wg * {lay.vec_bytes}, tid, bv{k})    # {self.p.inputs[k].name}"
+               for k, off in lay.vecs.items()]
         if pp:
             out += ["if it > 0:", "    named_bar_sync(5 + wg, 256)   # the other warpgroup's stores have read the staging"]
+            if vec:
+                out += vec + ["named_bar_sync(1 + wg, 128)   # the tile's column vectors are in shared memory"]
         else:
             if lay.aux:
                 out.append("cp_async_wait_0()    # this thread's input copies have landed (the barrier: everyone's)")
+            out += vec
             out += ["if tid == 0:", "    bulk_wait_read0()   # this warpgroup's previous stores have read its staging",
                     "named_bar_sync(1 + wg, 128)"]
         rh = "" if pp else f" + wg * {2 * PANEL_BYTES}"
@@ -222,15 +257,15 @@ class _Writer:
             out.append(f"arow = (16 * w + fg) * {AUX_PITCH} + 2 * fq")
         if self._need_n():
             out.append("nlim = N - n0 - 2 * fq    # this thread's columns 8 j + e are in range while 8 j + e < nlim")
-        if self.bcast:
-            out.append("c0 = n0 + 2 * fq")
+        out += [f"vrow{k} = sbase + {off} + wg * {lay.vec_bytes} + 8 * fq    # {self.p.inputs[k].name}: "
+                "this thread's column pair of group 0" for k, off in lay.vecs.items()]
         if self._need_m():
             for h, r in self.rows:
                 out += [f"m_{h}{r} = m0w + {64 * h + 8 * r} + 16 * w + fg", f"okm_{h}{r} = m_{h}{r} < M"]
         return out
 
     def _need_n(self):
-        return bool(self.bcast) or bool(self.kinds)     # (the pair function takes every bound check)
+        return bool(self.kinds)     # (the pair function takes every bound check; column vectors are zero past N)
 
     def _need_m(self):
         return bool(self.rowvec) or bool(self.kinds)
@@ -264,9 +299,7 @@ class _Writer:
         pp += [(f"f{h}", lambda j, acc=acc: f"{acc}[{4 * j}:{4 * j + 4}]") for h, acc in enumerate(self.frags)]
         pp.append(("fg", None))
         pp += [("nlim", None)] if self._need_n() else []
-        pp += [("c0", None)] if self.bcast else []
-        for k in self.bcast:
-            pp += [(f"in{k}_p", None), (f"in{k}_lo", None), (f"in{k}_sn", None)]
+        pp += [(f"vrow{k}", None) for k in self.bcast]
         pp += [(f"vc{k}", None) for k in self.const]
         pp += [(f"vr{k}_{h}{r}", None) for k in self.rowvec for h, r in self.rows]
         pp += [(f"abuf{k}", None) for k in self.staged] + ([("arow", None)] if self.staged else [])
@@ -296,10 +329,7 @@ class _Writer:
                "swizzled row, in its 64-column panel"]
         if self._need_n():
             out += ["okn_0 = c < nlim", "okn_1 = c + 1 < nlim"]
-        for k in self.bcast:
-            t = self.p.inputs[k]
-            out += [f"vb{k}_{e} = {_LOADERS[t.dtype]}(in{k}_p, in{k}_lo + (c0 + c + {e}) * in{k}_sn) if okn_{e} "
-                    f"else ZERO    # {t.name}" for e in range(2)]
+        out += [f"vb{k}_0, vb{k}_1 = lds_f32x2(vrow{k} + 4 * c)    # {self.p.inputs[k].name}" for k in self.bcast]
         pp = self.lay.pingpong
         for h, r in self.rows:
             const = (2 * h * PANEL_BYTES if pp else 0) + r * 1024
