@@ -214,9 +214,9 @@ class _Writer:
 
     def lines(self):
         """Column group by column group (j): one call of the group function (group_function) per
-        group, both fragments' rows of it. A column vector's two values per group are loaded
-        inside it, just ahead of its pairs, and die after it (loaded all up front, 32 of them
-        beside ping-pong's 128 accumulators made W1 spill 90 registers)."""
+        group, both fragments' rows of it. A column vector's two values per group are read
+        from the tile's shared slice inside it, just ahead of its pairs, and die after it (held
+        all up front, 32 of them beside ping-pong's 128 accumulators made W1 spill 90 registers)."""
         out = self._head() + self._partials() + self._loads()
         for j in range(self.lay.bn // 8):
             out += self._group(j)
