@@ -13,7 +13,7 @@ import evt_core
 from evt_core import ops
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "numba_cuda"))
-from trees import case, compare, relayout  # noqa: E402
+from trees import DTYPES, case, compare, relayout  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -47,6 +47,11 @@ SCHEDULES = ["pingpong", "cooperative"]
 
 def _bias_gelu(accum, bias):
     D = ops.gelu_tanh(accum + bias)
+    return D
+
+
+def _bias_relu(accum, bias):
+    D = ops.relu(accum + bias)
     return D
 
 
@@ -139,6 +144,23 @@ def test_many_tiles_per_cta(schedule):
     ex = {"accum": np.empty((2000, 2056), np.float32), "bias": inputs["bias"], "D": np.empty((2000, 2056), np.float16)}
     gelu = evt_core.trace(_bias_gelu, ex)
     assert "ping-pong schedule" in _run(gelu, A, B, {"bias": inputs["bias"]}, "auto, bias row")
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
+@pytest.mark.parametrize("bias_dtype", ["float16", "bfloat16", "float32"])
+@pytest.mark.parametrize("M,N", [(4000, 2056), (333, 200)])
+def test_fragment_column_vector_staged_per_tile(schedule, bias_dtype, M, N):
+    """The fragment epilogue's column vector, staged per tile in each consumer warpgroup's shared
+    slice: several tiles per warpgroup (4000 x 2056: 544 tiles, the slice rewritten tile after
+    tile in both schedules), edge tiles in N (2056 = 16 x 128 + 8, 200 = 128 + 72: zeros past N),
+    16-bit and fp32 vectors. K is small so the epilogue, not the mainloop, dominates."""
+    _, A, B, _ = case("activations", 0, M, N, 64, ab="float16", out="float16")
+    bias = (np.random.default_rng(1).integers(-8, 8, N) / 4).astype(np.float32).astype(DTYPES[bias_dtype])
+    ex = {"accum": np.empty((M, N), np.float32), "bias": bias, "D": np.empty((M, N), np.float16)}
+    tree = evt_core.trace(_bias_relu, ex)      # exact: a wrong or stale bias column cannot hide in the tolerance
+    stage = _run(tree, A, B, {"bias": bias}, f"bias {bias_dtype} {M}x{N} {schedule}", sm90_schedule=schedule,
+                 sm90_epilogue="fragment")
+    assert _sm90_stage(stage, schedule) and "TMA-stored outputs" in stage, stage
 
 
 @pytest.mark.parametrize("layout,fits", [("B_colmajor", True), ("shared_A", True), ("colmajor_aux", True),

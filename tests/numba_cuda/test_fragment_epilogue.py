@@ -128,7 +128,7 @@ def test_generated_protocol_orders_the_stores():
     src = sm90_source(p, "float16", False, False, False, False, True, False, True)
     assert "sts_pair_f16(ob0" in src.split("def evt_kernel")[0]     # the pair function stores the pairs
     order = ["# ---- consumer warpgroups", "tensormap_acquire(tmO0)", "while tile < tiles:",
-             "named_bar_sync(5 + wg, 256)", "= epi_pair(", "fence_proxy_async()",
+             "named_bar_sync(5 + wg, 256)", "epi_group(", "fence_proxy_async()",
              "named_bar_sync(1 + wg, 128)   # every pair", "tma_store_2d(tmO0", "bulk_commit()", "bulk_wait_read0()",
              "named_bar_arrive(6 - wg, 256)", "bulk_wait0()"]
     at = 0
@@ -137,4 +137,45 @@ def test_generated_protocol_orders_the_stores():
     assert src.count("tma_store_2d(tmO0") == 4            # two 64-row halves x two 64-column panels
     coop = sm90_source(_program("W4"), "float16", False, False, False, False, False, True, True)
     body = coop.split("# ---- consumer warpgroups")[1]
-    assert body.index("cp_async_wait_0()") < body.index("bulk_wait_read0()") < body.index("epi_pair(")
+    assert body.index("cp_async_wait_0()") < body.index("bulk_wait_read0()") < body.index("epi_group(")
+
+
+@pytest.mark.parametrize("w,pingpong", [("W1", False), ("W1", True), ("W4", False)])
+def test_column_vector_slices_per_warpgroup_in_the_layout(w, pingpong):
+    """A column vector's tile slice: bn fp32 values per consumer warpgroup (both schedules), 8-byte
+    aligned for the pair loads, between the other regions and overlapping none of them."""
+    p = _program(w)
+    lay = ef.FragLayout(p, 128, False, pingpong)
+    vecs = ef.column_vectors(p)
+    assert vecs and sorted(lay.vecs) == vecs and lay.vec_bytes == 4 * 128
+    regions = [(0, lay.ring)] + [(o, o + lay.out_bytes) for o in lay.outs]
+    regions += [(o, o + 2 * size) for o, size in lay.aux.values()]
+    regions += [(o, o + 2 * lay.vec_bytes) for o in lay.vecs.values()]
+    regions += [(lay.scratch, lay.scratch + 2 * lay.scratch_bytes), (lay.bars, lay.used)]
+    regions.sort()
+    assert all(a[1] <= b[0] for a, b in zip(regions, regions[1:])), regions
+    assert all(o % 8 == 0 for o in lay.vecs.values())
+    assert lay.fits and lay.stages >= 3
+
+
+@pytest.mark.parametrize("w,pingpong", [("W1", False), ("W1", True), ("W4", False)])
+def test_column_vector_staged_once_per_tile_in_the_source(w, pingpong):
+    """The vector's global load at the tile's start, before the mainloop; its store into the
+    warpgroup's slice in the epilogue before the barrier that publishes it (ping-pong: a barrier
+    of its own, after the staging hand-over) and before the first group; the group function
+    reads a pair with one 64-bit shared load and touches global memory no more."""
+    p = _program(w)
+    aux = bool(ef.tile_inputs(p))
+    src = sm90_source(p, "float16", False, False, False, False, pingpong, aux, True, fast_ops(p))
+    group = src.split("def epi_group")[1].split("\ndef ")[0]
+    assert "lds_f32x2(vrow0 + 4 * c)" in group and "ld_f16(" not in group and "ld_f32(" not in group
+    body = src.split("# ---- consumer warpgroups")[1]
+    load = body.index("bv0 = ld_f16(in0_p, l * in0_sl + (n0 + tid) * in0_sn) if n0 + tid < N else ZERO")
+    assert load < body.index("for kb in range(ktiles)") < body.index("sts(sbase + ")
+    at = body.index("sts(sbase + ")
+    if pingpong:
+        assert body.index("named_bar_sync(5 + wg, 256)") < at
+        publish = body.index("named_bar_sync(1 + wg, 128)   # the tile's column vectors", at)
+    else:
+        publish = body.index("named_bar_sync(1 + wg, 128)\n", at)
+    assert publish < body.index("epi_group(") and body.count("bv0 = ") == 1

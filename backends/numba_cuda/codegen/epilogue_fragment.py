@@ -55,8 +55,10 @@ class FragLayout:
     """Byte offsets inside the 1024-aligned dynamic shared memory: the ring, then per output a
     128 x bn staging tile of four 8 KB panels (panel (row half h, column half c) at
     (2 h + c) x 8 KB; cooperative warpgroup w owns row half w, a ping-pong tile both), then
-    (cooperative) per (M, N) input one padded 64-row buffer per warpgroup, then per warpgroup
-    its reduction scratch, then the mbarriers. The ring is the deepest of STAGES..2 that fits."""
+    (cooperative) per (M, N) input one padded 64-row buffer per warpgroup, then per column
+    vector (an input spanning N only) its tile's bn values as fp32 per warpgroup, then per
+    warpgroup its reduction scratch, then the mbarriers. The ring is the deepest of STAGES..2
+    that fits."""
 
     def __init__(self, program, bn, deterministic, pingpong, stages=None):
         assert bn == 2 * sm90.PANEL, "two 64-column panels per tile"
@@ -73,6 +75,11 @@ class FragLayout:
             self.aux[k] = (end, size)
             end += 2 * size
         self.aux_async = bool(self.aux)
+        self.vec_bytes = 4 * bn     # a column vector's tile slice, widened to fp32
+        self.vecs = {}              # input index -> offset of warpgroup 0's slice (warpgroup 1's follows)
+        for k in column_vectors(program):
+            self.vecs[k] = end
+            end += 2 * self.vec_bytes
         self.scratch_bytes = 4 * 4 * bn   # a column partial per warp and column (or a word per warp)
         self.scratch = end
         self.bars = (end + 2 * self.scratch_bytes + 7) // 8 * 8
@@ -82,6 +89,25 @@ class FragLayout:
 
     def aux_row_bytes(self, k, program):
         return AUX_PITCH * DTYPES[program.inputs[k].dtype].itemsize
+
+
+def column_vectors(program):
+    """Indices of the inputs with a value per column only (a bias): staged per tile in shared
+    memory (vector_loads, _Writer._head) instead of loaded by every thread for every column group."""
+    return [k for k, t in enumerate(program.inputs) if program.spans(t)[2] and not program.spans(t)[1]]
+
+
+def vector_loads(program, lay):
+    """At a consumer's tile start, before its mainloop: thread tid loads column n0 + tid of each
+    column vector (zero past N) into a register, which the epilogue stores to the warpgroup's
+    shared slice (the load's latency hides under the mainloop; one load per thread and tile
+    instead of 32, the 128 of a warpgroup coalesced)."""
+    out = []
+    for k in lay.vecs:
+        t = program.inputs[k]
+        out.append(f"bv{k} = {_LOADERS[t.dtype]}(in{k}_p, l * in{k}_sl + (n0 + tid) * in{k}_sn) if n0 + tid < N "
+                   f"else ZERO    # {t.name}: this thread's column of the tile")
+    return out
 
 
 def _loaded(program):
@@ -107,9 +133,9 @@ def _oks(kinds, okm, okn):
 def pair_function(program, fast=()):
     """Module-level source of epi_pair: the tree on one fragment pair (two elements of a row,
     adjacent columns), storing each output's packed pair to its staging address and returning
-    the updated reduction partials. One numba device function called per pair, inlined by
-    LLVM (forceinline): the same code as writing every element out in the kernel, but numba
-    types and lowers the tree once instead of 64 or 128 times (10 s against 1 s for W1).
+    the updated reduction partials. One numba device function called per pair (by epi_group),
+    inlined by LLVM (forceinline): the same code as writing every element out in the kernel,
+    but numba types and lowers the tree once instead of 64 or 128 times (10 s against 1 s for W1).
     `fast`: the instructions spelled with MUFU approximations (backends/gpu/fastmath.fast_ops)."""
     kinds = [reduction_kind(r) for r in program.reductions]
     params = ["a_0", "a_1"] + [f"x{k}_{e}" for k in _loaded(program) for e in range(2)]
@@ -135,6 +161,14 @@ def _pair_reduce(program, kinds, k, src, e):
     c = f"-{src}" if red.op is Op.AMIN else src
     part, ok = {"row": (f"q{k}", f"okn{e}"), "col": (f"p{k}_{e}", "okm"), "all": (f"p{k}", f"(okm & okn{e})")}[kind]
     return [f"{part} = {combine(red, part, c)} if {ok} else {part}    # {red.name}"]
+
+
+def device_functions(program, lay, fast=()):
+    """The module-level device functions of a fragment-epilogue kernel: epi_pair, epi_group and
+    epi_col<k> per column reduction."""
+    frags = ["acc0", "acc1"] if lay.pingpong else ["acc"]
+    wr = _Writer(program, lay, frags, False)
+    return "\n\n".join(x for x in (pair_function(program, fast), wr.group_function(), wr.column_functions()) if x)
 
 
 def consumer_prologue(program):
@@ -171,7 +205,7 @@ class _Writer:
         self.rows = [(h, r) for h in range(len(frags)) for r in range(2)]
         self.cols = [(j, e) for j in range(lay.bn // 8) for e in range(2)]
         sp = [program.spans(t) for t in program.inputs]
-        self.bcast = [k for k, s in enumerate(sp) if s[2] and not s[1]]      # a value per column
+        self.bcast = column_vectors(program)                                # a value per column
         self.rowvec = [k for k, s in enumerate(sp) if s[1] and not s[2]]     # a value per row
         self.const = [k for k, s in enumerate(sp) if not s[1] and not s[2]]  # one value per tile
         self.staged = tile_inputs(program)
@@ -179,15 +213,13 @@ class _Writer:
         assert set(self.staged) == set(lay.aux), "every (M, N) input staged"
 
     def lines(self):
-        """Column group by column group (j), both fragments' rows of it: a column vector's two
-        values per group are loaded just ahead and die after it (loaded all up front, 32 of them
-        beside ping-pong's 128 accumulators made W1 spill 90 registers)."""
+        """Column group by column group (j): one call of the group function (group_function) per
+        group, both fragments' rows of it. A column vector's two values per group are read
+        from the tile's shared slice inside it, just ahead of its pairs, and die after it (held
+        all up front, 32 of them beside ping-pong's 128 accumulators made W1 spill 90 registers)."""
         out = self._head() + self._partials() + self._loads()
         for j in range(self.lay.bn // 8):
-            out += self._column_loads(j)
-            for h, acc in enumerate(self.frags):
-                for r in range(2):
-                    out += self._pair(h, acc, j, r)
+            out += self._group(j)
         out += self._combines() + self._stores()
         return out
 
@@ -202,29 +234,38 @@ class _Writer:
         out += (["m0w = m0", "tile_m = mt    # deterministic partial slot: one per 128-row tile"] if pp else
                 [f"m0w = m0 + {sm90.WG_ROWS} * wg", "tile_m = mt * 2 + wg   # deterministic slot: one per 64 rows"])
         out += [f"in{k}_lo = l * in{k}_sl    # {op.name}" for k, op in enumerate(self.p.inputs)]
+        # A column vector's slice is the warpgroup's own (ping-pong warpgroups are on different
+        # tiles; cooperative ones would need a CTA-wide barrier to share one): rewritten here,
+        # after every thread of the warpgroup passed the previous tile's "every pair is staged"
+        # barrier (its last read of the slice), published by the barrier below.
+        vec = [f"sts(sbase + {off} + wg * {lay.vec_bytes}, tid, bv{k})    # {self.p.inputs[k].name}"
+               for k, off in lay.vecs.items()]
         if pp:
             out += ["if it > 0:", "    named_bar_sync(5 + wg, 256)   # the other warpgroup's stores have read the staging"]
+            if vec:
+                out += vec + ["named_bar_sync(1 + wg, 128)   # the tile's column vectors are in shared memory"]
         else:
             if lay.aux:
                 out.append("cp_async_wait_0()    # this thread's input copies have landed (the barrier: everyone's)")
+            out += vec
             out += ["if tid == 0:", "    bulk_wait_read0()   # this warpgroup's previous stores have read its staging",
                     "named_bar_sync(1 + wg, 128)"]
         rh = "" if pp else f" + wg * {2 * PANEL_BYTES}"
         out += [f"obase{k} = sbase + {off}{rh} + (16 * w + fg) * 128 + 4 * fq    # {t.name}"
                 for k, (off, t) in enumerate(zip(lay.outs, self.p.outputs))]
-        out += [f"xo{c} = (fg ^ {c}) * 16    # chunk {c} of a swizzled row" for c in range(8)]
         if self.staged:
             out.append(f"arow = (16 * w + fg) * {AUX_PITCH} + 2 * fq")
         if self._need_n():
-            out.append("nlim = N - n0 - 2 * fq")
-            out += [f"okn_{j}{e} = {8 * j + e} < nlim" for j, e in self.cols]
+            out.append("nlim = N - n0 - 2 * fq    # this thread's columns 8 j + e are in range while 8 j + e < nlim")
+        out += [f"vrow{k} = sbase + {off} + wg * {lay.vec_bytes} + 8 * fq    # {self.p.inputs[k].name}: "
+                "this thread's column pair of group 0" for k, off in lay.vecs.items()]
         if self._need_m():
             for h, r in self.rows:
                 out += [f"m_{h}{r} = m0w + {64 * h + 8 * r} + 16 * w + fg", f"okm_{h}{r} = m_{h}{r} < M"]
         return out
 
     def _need_n(self):
-        return bool(self.bcast) or bool(self.kinds)     # (the pair function takes every bound check)
+        return bool(self.kinds)     # (the pair function takes every bound check; column vectors are zero past N)
 
     def _need_m(self):
         return bool(self.rowvec) or bool(self.kinds)
@@ -252,31 +293,76 @@ class _Writer:
             out += [f"vr{k}_{h}{r} = " + self._load(k, f"m_{h}{r} * in{k}_sm", f"okm_{h}{r}") for h, r in self.rows]
         return out
 
-    def _column_loads(self, j):
-        return [f"vb{k}_{j}{e} = " + self._load(k, f"(n0 + {8 * j + e} + 2 * fq) * in{k}_sn", f"okn_{j}{e}")
-                for k in self.bcast for e in range(2)]
+    def _group_params(self):
+        """(group function parameter, kernel argument of column group j) pairs, in order."""
+        pp = []
+        pp += [(f"f{h}", lambda j, acc=acc: f"{acc}[{4 * j}:{4 * j + 4}]") for h, acc in enumerate(self.frags)]
+        pp.append(("fg", None))
+        pp += [("nlim", None)] if self._need_n() else []
+        pp += [(f"vrow{k}", None) for k in self.bcast]
+        pp += [(f"vc{k}", None) for k in self.const]
+        pp += [(f"vr{k}_{h}{r}", None) for k in self.rowvec for h, r in self.rows]
+        pp += [(f"abuf{k}", None) for k in self.staged] + ([("arow", None)] if self.staged else [])
+        pp += [(f"sc{k}", None) for k in range(len(self.p.scalars))]
+        pp += [(f"obase{k}", None) for k in range(len(self.p.outputs))]
+        pp += [(x, lambda j, i=i: self._group_partials(f"_{j}")[i]) for i, x in enumerate(self._group_partials("_"))]
+        pp += [(f"okm_{h}{r}", None) for h, r in self.rows] if self.kinds else []
+        return pp
 
-    def _value(self, k, h, j, r, e):
+    def _group_partials(self, col):
+        """The partials one column group updates: every row reduction's of its rows, a column
+        reduction's of its two columns, a whole-tile reduction's one."""
+        out = []
+        for k, kind in enumerate(self.kinds):
+            out += {"row": [f"q{k}_{h}{r}" for h, r in self.rows], "col": [f"p{k}{col}0", f"p{k}{col}1"],
+                    "all": [f"p{k}"]}[kind]
+        return out
+
+    def group_function(self):
+        """Module-level source of epi_group: the pairs of one 8-column group j (2 rows per
+        fragment, the elements 4 j .. 4 j + 3 of each), one epi_pair call each. numba types
+        the kernel's calls one by one: 16 calls of this function instead of 32 or 64 of
+        epi_pair (and their per-call address and bound-check arithmetic, spelled here once)
+        halve the front end's time; LLVM inlines both (forceinline), so the code is the same."""
+        out = ["c = 8 * j",
+               f"xo = (fg ^ (j & 7)) * 16 + (j >> 3) * {PANEL_BYTES}   # the group's 16-byte chunk of its "
+               "swizzled row, in its 64-column panel"]
+        if self._need_n():
+            out += ["okn_0 = c < nlim", "okn_1 = c + 1 < nlim"]
+        out += [f"vb{k}_0, vb{k}_1 = lds_f32x2(vrow{k} + 4 * c)    # {self.p.inputs[k].name}" for k in self.bcast]
+        pp = self.lay.pingpong
+        for h, r in self.rows:
+            const = (2 * h * PANEL_BYTES if pp else 0) + r * 1024
+            args = [f"f{h}[{2 * r + e}]" for e in range(2)]
+            args += [self._value(k, h, r, e) for k in _loaded(self.p) for e in range(2)]
+            args += [f"sc{k}" for k in range(len(self.p.scalars))]
+            args += [f"obase{k} + {const} + xo" for k in range(len(self.p.outputs))]
+            parts = _partial_names(self.p, self.kinds, f"_{h}{r}", "_")
+            args += parts + _oks(self.kinds, f"okm_{h}{r}", ["okn_0", "okn_1"])
+            call = f"epi_pair({', '.join(args)})"
+            out.append(f"{', '.join(parts)}, = {call}" if parts else call)
+        parts = self._group_partials("_")
+        out.append(f"return {', '.join(parts)}," if parts else "return 0")
+        params = ["j"] + [x for x, _ in self._group_params()]
+        return ("@cuda.jit(device=True, forceinline=True)\n"
+                f"def epi_group({', '.join(params)}):\n" + "\n".join("    " + x for x in out) + "\n")
+
+    def _value(self, k, h, r, e):
+        """Input k's value for element e of the group's row (h, r), inside the group function."""
         if k in self.const:
             return f"vc{k}"
         if k in self.bcast:
-            return f"vb{k}_{j}{e}"
+            return f"vb{k}_{e}"
         if k in self.rowvec:
             return f"vr{k}_{h}{r}"
-        loader = _SMEM_LOADERS[self.p.inputs[k].dtype]
-        return f"{loader}(abuf{k}, arow + {8 * r * AUX_PITCH + 8 * j + e})"
+        return f"{_SMEM_LOADERS[self.p.inputs[k].dtype]}(abuf{k}, arow + {8 * r * AUX_PITCH + e} + c)"
 
-    def _pair(self, h, acc, j, r):
-        """One call of the pair function (pair_function) for fragment pair (h, j, r): both
-        elements' values in, their partials updated."""
-        const = (2 * h * PANEL_BYTES if self.lay.pingpong else 0) + (j // 8) * PANEL_BYTES + r * 1024
-        args = [f"{acc}[{4 * j + 2 * r + e}]" for e in range(2)]
-        args += [self._value(k, h, j, r, e) for k in _loaded(self.p) for e in range(2)]
-        args += [f"sc{k}" for k in range(len(self.p.scalars))]
-        args += [f"obase{k} + {const} + xo{j % 8}" for k in range(len(self.p.outputs))]
-        parts = _partial_names(self.p, self.kinds, f"_{h}{r}", f"_{j}")
-        args += parts + _oks(self.kinds, f"okm_{h}{r}", [f"okn_{j}{e}" for e in range(2)])
-        call = f"epi_pair({', '.join(args)})"
+    def _group(self, j):
+        """The call of the group function for column group j."""
+        # i64(j), not j: numba compiles a callee once per literal argument (16 group functions)
+        args = [f"i64({j})"] + [x if arg is None else arg(j) for x, arg in self._group_params()]
+        parts = self._group_partials(f"_{j}")
+        call = f"epi_group({', '.join(args)})"
         return [f"{', '.join(parts)}, = {call}" if parts else call]
 
     def _combines(self):
@@ -292,10 +378,8 @@ class _Writer:
                     out += [f"{q} = {_comb(red, q, _shfl(q, s))}" for s in (1, 2)]
                     out += [f"if (fq == 0) & okm_{h}{r}:", f"    {gc(q, f'm_{h}{r}', None)}    # {red.name}"]
             elif kind == "col":
-                for j, e in self.cols:
-                    p = f"p{k}_{j}{e}"
-                    out += [f"{p} = {_comb(red, p, _shfl(p, s))}" for s in (4, 8, 16)]
-                    out += ["if fg == 0:", f"    sts(scratch, w * {self.lay.bn} + {8 * j + e} + 2 * fq, {p})"]
+                out.append(f"wcol = w * {self.lay.bn} + 2 * fq    # this thread's column pair's scratch word")
+                out += [f"epi_col{k}(p{k}_{j}0, p{k}_{j}1, fg, scratch, wcol + {8 * j})" for j in range(self.lay.bn // 8)]
                 total = "lds(scratch, tid)"
                 for wi in range(1, 4):
                     total = _comb(red, total, f"lds(scratch, {wi * self.lay.bn} + tid)")
@@ -310,6 +394,22 @@ class _Writer:
                     total = _comb(red, total, f"lds(scratch, {wi})")
                 out += ["if tid == 0:", f"    {gc(total, None, None)}    # {red.name}", bar]
         return out
+
+    def column_functions(self):
+        """Module-level source of epi_col<k> per column reduction k: one column pair's partials
+        combined over the warp's eight quads (3 xor shuffles each), parked in the scratch by
+        the first quad. One call per column group (16) instead of the same lines per column
+        in the kernel (32 shuffle chains and branches that numba types and lowers one by one)."""
+        out = []
+        for k, (red, kind) in enumerate(zip(self.p.reductions, self.kinds)):
+            if kind != "col":
+                continue
+            body = [f"{p} = {_comb(red, p, _shfl(p, s))}" for p in ("p_0", "p_1") for s in (4, 8, 16)]
+            body += ["if fg == 0:", "    sts(scratch, at, p_0)", "    sts(scratch, at + 1, p_1)", "return 0"]
+            out.append("@cuda.jit(device=True, forceinline=True)\n"
+                       f"def epi_col{k}(p_0, p_1, fg, scratch, at):    # {red.name}\n" +
+                       "\n".join("    " + x for x in body) + "\n")
+        return "\n\n".join(out)
 
     def _stores(self):
         """Hand the staged panels to the TMA: fence (generic -> async proxy), barrier, one thread

@@ -80,12 +80,13 @@ def sm90_source(program, ab_dtype, b_kmajor, a_batched, b_batched, deterministic
     body.append("else:")
     consumer = _consumer_pingpong if pingpong else _consumer
     epilogue = (epilogue_fragment.fragment_lines if frag else epilogue_lines)
-    tail = consumer(program, b_kmajor, deterministic, lay, epilogue)
+    tail = consumer(program, b_kmajor, deterministic, lay, epilogue,
+                    epilogue_fragment.vector_loads(program, lay) if frag else [])
     if frag:
         tail = tail[:2] + epilogue_fragment.consumer_prologue(program) + tail[2:] + \
             epilogue_fragment.consumer_epilogue()
     body += ["    " + s for s in tail]
-    head = epilogue_fragment.pair_function(program, fast) + "\n\n" if frag else ""
+    head = epilogue_fragment.device_functions(program, lay, fast) + "\n\n" if frag else ""
     src = head + f"def evt_kernel({arg_list(sm90_params(program, frag))}):\n" + "\n".join("    " + s if s else "" for s in body)
     return src + "\n"
 
@@ -178,8 +179,9 @@ def _k_loop(b_kmajor, frags, stages):
     return out
 
 
-def _consumer(program, b_kmajor, deterministic, lay, epilogue):
-    """Cooperative: both consumer warpgroups work on every tile, 64 rows each."""
+def _consumer(program, b_kmajor, deterministic, lay, epilogue, tile_loads):
+    """Cooperative: both consumer warpgroups work on every tile, 64 rows each. tile_loads: the
+    epilogue's loads issued at the tile's start (epilogue_fragment.vector_loads)."""
     out = ["# ---- consumer warpgroups: wgmma over the ring, then the fused epilogue ----",
            "setmaxnreg_consumer()",
            "wg = wgid - 1",
@@ -189,14 +191,14 @@ def _consumer(program, b_kmajor, deterministic, lay, epilogue):
            "while tile < tiles:"]
     out += _tile_coords("    ")
     out.append("    acc = ZERO_ACC")
-    out += ["    " + x for x in aux_copy_lines(program, lay)]
+    out += ["    " + x for x in tile_loads + aux_copy_lines(program, lay)]
     out += ["    " + x for x in _k_loop(b_kmajor, [("acc", f"wg * {sm90.A_HALF_BYTES}")], lay.stages)]
     out += ["    " + x for x in epilogue(program, lay, ["acc"], deterministic)]
     out.append("    tile = tile + cuda.gridDim.x")
     return out
 
 
-def _consumer_pingpong(program, b_kmajor, deterministic, lay, epilogue):
+def _consumer_pingpong(program, b_kmajor, deterministic, lay, epilogue, tile_loads):
     """Ping-pong: the CTA's tiles go alternately to WG1 and WG2, each holding a whole 128 x 128
     tile as two m64n128 fragments. Named barriers 3 and 4 order the mainloops (WG1's tile i,
     then WG2's tile i + 1, ...), so one warpgroup has the tensor cores while the other runs
@@ -213,6 +215,7 @@ def _consumer_pingpong(program, b_kmajor, deterministic, lay, epilogue):
            "tile = cuda.blockIdx.x + wg * cuda.gridDim.x",
            "while tile < tiles:"]
     out += _tile_coords("    ")
+    out += ["    " + x for x in tile_loads]
     out += ["    acc0 = ZERO_ACC",
             "    acc1 = ZERO_ACC",
             "    if it > 0:",

@@ -145,6 +145,19 @@ def _sts_pair(cvt):
 sts_pair_f16, sts_pair_bf16 = _sts_pair("cvt.rn.f16x2.f32"), _sts_pair("cvt.rn.bf16x2.f32")
 
 
+@intrinsic
+def lds_f32x2(typingctx, addr):
+    """The two fp32 words at 8-byte aligned shared address `addr` in one 64-bit load (a fragment
+    pair's two adjacent columns of a staged column vector). A plain LLVM load from addrspace(3),
+    like sts_pair's store, so it schedules freely between barriers."""
+    def codegen(context, builder, sig, args):
+        ptr = builder.inttoptr(builder.zext(_u32(builder, args[0]), _I64), ir.PointerType(ir.VectorType(_F32, 2), 3))
+        v = builder.load(ptr, align=8)
+        return context.make_tuple(builder, sig.return_type,
+                                  [builder.extract_element(v, ir.Constant(_I32, e)) for e in range(2)])
+    return types.UniTuple(types.float32, 2)(i64), codegen
+
+
 def _mufu(text):
     @intrinsic
     def fn(typingctx, x):
