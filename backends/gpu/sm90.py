@@ -46,7 +46,14 @@ DESC_SWIZZLE_128B = 1 << 62
 # 8 rows x 128 B. N-major B ((K, N) row-major input): 64-column panels of 64 k-rows, LBO = the
 # stride between panels, SBO = 8 k-rows x 128 B; a swapped LBO/SBO failed every GPU check.
 DESC_K_MAJOR = (32, 16, 1024)
-DESC_N_MAJOR = (2048, PANEL_BYTES, 1024)
+DESC_N_MAJOR = (2048, PANEL_BYTES, 1024)   # also an M-major A's panels (64 M-columns of BK k-rows)
+
+
+def a_kmajor(a_strides):
+    """True: A (element strides (sL, sM, sK)) is read K-major, one box per stage; False: it is
+    M-contiguous (a weight gradient's transposed activations), read as 64-column panels laid out
+    like an N-major B and multiplied with wgmma's transpose-A bit."""
+    return a_strides[2] == 1
 
 
 def desc_encode(x):

@@ -59,10 +59,10 @@ class Runner:
         if variant in self._fns:
             return self._fns[variant]
         if variant[0] == "sm90":
-            _, ab, kmajor, a_batched, b_batched, pingpong, aux_async, frag = variant
-            main = module_prelude(ab, kmajor) + "\n" + sm90_source(self.p, ab, kmajor, a_batched, b_batched,
-                                                                    self.det, pingpong, aux_async, frag,
-                                                                    self.fast if frag else ())
+            _, ab, kmajor, a_batched, b_batched, pingpong, aux_async, frag, a_kmajor = variant
+            main = module_prelude(ab, kmajor, a_kmajor) + "\n" + sm90_source(
+                self.p, ab, kmajor, a_batched, b_batched, self.det, pingpong, aux_async, frag,
+                self.fast if frag else (), a_kmajor)
             fns = {"main": self._load(variant, main, "evt_kernel", sm90_params(self.p, frag),
                                       launch_sm90.shared_bytes(self.p, self.det, pingpong, aux_async, frag))}
         else:

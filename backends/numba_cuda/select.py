@@ -5,13 +5,14 @@ A variant is the key the Runner compiles and caches a kernel under:
                                                     cp.async cannot read;
   ('mma', dtype, a_kmajor, b_kmajor)                fp16/bf16 with 16-byte aligned A and B rows
                                                     (K- or M/N-contiguous);
-  ('sm90', dtype, b_kmajor, a_batched, b_batched, pingpong, aux_async, frag)
+  ('sm90', dtype, b_kmajor, a_batched, b_batched, pingpong, aux_async, frag, a_kmajor)
                                                     `sm90=True` on an sm_90 GPU when the call
                                                     fits TMA's rules (sm90_refusal says why not);
                                                     the schedule from sm90_schedule (sm90_pingpong),
                                                     (M, N) inputs staged or not (sm90_aux_async),
                                                     the epilogue on the fragments with TMA-stored
-                                                    outputs or staged (sm90_fragment).
+                                                    outputs or staged (sm90_fragment), A K- or
+                                                    M-contiguous (sm90.a_kmajor).
 The Program does not fix the operands' layout, so the choice is made per call from the bound
 strides and device addresses: pure Python, microseconds, unit-tested without a GPU.
 """
@@ -61,8 +62,9 @@ def variant(b, a_ptr, b_ptr, force_simt, use_sm90, schedule="auto", program=None
                 frag = sm90_fragment(b, program, in_ptrs, out_ptrs, pp, deterministic, epilogue == "auto", fast)
             aux = (not pp and bool(tile_inputs(program))) if frag else \
                 (not pp and sm90_aux_async(b, program, in_ptrs, deterministic))
-            return (("sm90", b.dtype, kmajor, b.a_strides[0] != 0, b.b_strides[0] != 0, pp, aux, frag),
-                    sm90_description(b, kmajor, pp, aux, frag))
+            akm = sm90.a_kmajor(b.a_strides)
+            return (("sm90", b.dtype, kmajor, b.a_strides[0] != 0, b.b_strides[0] != 0, pp, aux, frag, akm),
+                    sm90_description(b, kmajor, pp, aux, frag, akm))
         note = f"fallback to the mma.sync kernel: {why}"
     a_layout = _tc_layout(b.a_strides[2], b.a_strides[1])
     b_layout = _tc_layout(b.b_strides[1], b.b_strides[2])
@@ -97,9 +99,10 @@ def sm90_refusal(b, a_ptr, b_ptr, cc, encode=True):
     if min(b.M, b.N, b.K) == 0:
         return "an empty problem dimension (TMA maps need extents >= 1)"
     (aL, aM, aK), (bL, bK, bN) = b.a_strides, b.b_strides
-    if not (aK == 1 and aM > 0 and sm90.tma_rows_ok(a_ptr, aM, aL)):
-        return (f"A strides {b.a_strides} at address {a_ptr:#x}: TMA needs K-contiguous A with a 16-byte aligned "
-                "base and 16-byte multiple row and batch strides (K % 8 == 0 for a dense A)")
+    a_rows = aM if aK == 1 else aK if aM == 1 else 0      # K-contiguous, else M-contiguous (a weight gradient's)
+    if not (a_rows > 0 and sm90.tma_rows_ok(a_ptr, a_rows, aL)):
+        return (f"A strides {b.a_strides} at address {a_ptr:#x}: TMA needs unit stride along K or M, a 16-byte "
+                "aligned base and 16-byte multiple row and batch strides (K % 8 == 0 for a dense K-contiguous A)")
     if b_kmajor(b) is None or not sm90.tma_rows_ok(b_ptr, bN if bK == 1 else bK, bL):
         return (f"B strides {b.b_strides} at address {b_ptr:#x}: TMA needs unit stride along K or N, a 16-byte "
                 "aligned base and 16-byte multiple row and batch strides")
@@ -199,9 +202,9 @@ def sm90_fragment(b, program, in_ptrs, out_ptrs, pingpong, deterministic, measur
     return lay.fits and lay.stages >= 3
 
 
-def sm90_description(b, kmajor, pingpong, aux_async=False, frag=False):
+def sm90_description(b, kmajor, pingpong, aux_async=False, frag=False, a_kmajor=True):
     tiles = b.L * tile_count(b.M, sm90.BM) * tile_count(b.N, BN)
     return (f"sm_90a warp-specialised kernel: {b.dtype}, tile {sm90.BM}x{BN}x{sm90.BK}, "
-            f"{'ping-pong' if pingpong else 'cooperative'} schedule, B {'K' if kmajor else 'N'}-major, "
+            f"{'ping-pong' if pingpong else 'cooperative'} schedule, A {'K' if a_kmajor else 'M'}-major, B {'K' if kmajor else 'N'}-major, "
             f"{'epilogue on the fragments with TMA-stored outputs' if frag else 'staged epilogue'}, "
             f"{'(M, N) inputs staged by cp.async, ' if aux_async else ''}{tiles} tiles over a persistent grid")

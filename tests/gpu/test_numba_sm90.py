@@ -211,3 +211,18 @@ def test_cuda_graph_capture_with_new_operands(schedule, name):
     torch.cuda.synchronize()
     compare({n: v.cpu().numpy() for n, v in out.items()}, ref, "captured")
     compare({n: v.cpu().numpy() for n, v in k(sA, sB, **dev).items()}, ref, "eager after capture")
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
+@pytest.mark.parametrize("epilogue", ["staged", "fragment"])
+@pytest.mark.parametrize("ab", ["float16", "bfloat16"])
+@pytest.mark.parametrize("shape", [(2, 200, 144, 72), (0, 1000, 1000, 1000), (0, 4096, 512, 2048), (0, 8, 48, 40)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_m_major_a(shape, ab, epilogue, schedule):
+    """An M-contiguous A (a weight gradient's transposed activations) runs on the sm_90a kernel:
+    TMA panels and wgmma's transpose-A bit, edge tiles in M, N and K included."""
+    tree, A, B, inputs = case("bias_relu_stats", *shape, ab=ab, out="float16")
+    A = np.asfortranarray(A) if A.ndim == 2 else relayout("A_colmajor", A, B)[0]
+    stage = _run(tree, A, B, inputs, f"M-major A {ab} {shape} {epilogue} {schedule}", sm90_schedule=schedule,
+                 sm90_epilogue=epilogue)
+    assert _sm90_stage(stage, schedule) and "A M-major" in stage, stage

@@ -32,7 +32,8 @@ def _trace(fn, extra, out_dtype):
 
 def programs():
     """name -> (program, ab dtype, B K-major, A batched, B batched, deterministic, ping-pong,
-    (M, N) inputs staged by cp.async, fragment epilogue with TMA-stored outputs)."""
+    (M, N) inputs staged by cp.async, fragment epilogue with TMA-stored outputs[, A K-major: True
+    when left out])."""
     brs = case("bias_relu_stats", 2, 13, 11, 9)[0].program
     return {
         "bare": (_trace(_bare, {}, np.float16), "float16", False, False, False, False, False, False, False),
@@ -56,6 +57,11 @@ def programs():
         # row, column and whole-tile reductions, a row vector and an (M, N) input staged by cp.async
         "frag_stats_det": (case("stats", 2, 13, 11, 9, ab="bfloat16", out="bfloat16")[0].program, "bfloat16", True,
                            True, True, True, False, True, True),
+        # an M-contiguous A (a weight gradient's transposed activations): TMA panels, trans-a wgmma
+        "mmajor_a_bias_gelu": (_trace(_bias_gelu, {"bias": np.empty((64,), np.float32)}, np.float16),
+                               "float16", False, False, False, False, False, False, False, False),
+        "frag_pingpong_mmajor_a": (_trace(_bias_relu, {"bias": np.empty((64,), np.float16)}, np.float16),
+                                   "bfloat16", True, False, False, False, True, False, True, False),
     }
 
 
@@ -63,9 +69,10 @@ def build(name):
     if name not in _built:
         from evt_backends.numba_cuda.runtime import build as nb
         from evt_backends.numba_cuda.codegen.mainloop_sm90 import module_prelude, sm90_params, sm90_source
-        p, ab, kmajor, a_batched, b_batched, det, pingpong, aux, frag = programs()[name]
-        src = module_prelude(ab, kmajor) + "\n" + sm90_source(p, ab, kmajor, a_batched, b_batched, det, pingpong, aux,
-                                                                frag)
+        p, ab, kmajor, a_batched, b_batched, det, pingpong, aux, frag, *a_layout = programs()[name]
+        a_kmajor = a_layout[0] if a_layout else True
+        src = module_prelude(ab, kmajor, a_kmajor) + "\n" + sm90_source(p, ab, kmajor, a_batched, b_batched, det,
+                                                                          pingpong, aux, frag, a_kmajor=a_kmajor)
         key = nb.cache_key("sm90_kernels", name, p.key(), src)
         _built[name] = nb.build(key, src, "evt_kernel", sm90_params(p, frag), sm90a=True)
     return _built[name]

@@ -12,7 +12,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 from evt_backends.gpu import sm90  # noqa: E402
 
 KERNELS = ("bare", "bias_gelu", "reductions_aux_two_outputs", "means_batched", "pingpong_bias_gelu",
-           "pingpong_reductions", "staged_dgelu", "frag_pingpong_bias_relu", "frag_stats_det")
+           "pingpong_reductions", "staged_dgelu", "frag_pingpong_bias_relu", "frag_stats_det",
+           "mmajor_a_bias_gelu", "frag_pingpong_mmajor_a")
 
 
 # Known spills, kept from growing (none now: the ping-pong fragment epilogue's column vector,
@@ -100,6 +101,24 @@ def test_descriptor_fields():
     assert d >> 32 == 0x40000040 and d & 0x3FFF == 0x140 and (d >> 16) & 0x3FFF == 1
 
 
+def test_m_major_a_is_read_as_panels_with_the_transpose_bit():
+    """An M-contiguous A (a weight gradient's transposed activations): the variant says so, the
+    producer loads two 64-column panels per stage (as an N-major B), the k-loop steps the A
+    descriptor 16 k-rows (2 KB) a k16, and the wgmma sets imm-trans-a."""
+    from evt_backends.numba_cuda.codegen.mainloop_sm90 import module_prelude, sm90_source
+    from evt_backends.numba_cuda.select import variant
+    from sm90_kernels import programs
+    p = programs()["mmajor_a_bias_gelu"][0]
+    src = sm90_source(p, "float16", False, False, False, False, a_kmajor=False)
+    assert "tma_load_2d(sa + 0, tmA, m0 + 0, k0, fb)" in src and "tma_load_2d(sa + 8192, tmA, m0 + 64, k0, fb)" in src
+    assert f"wgmma_desc(sa + wg * {sm90.A_HALF_BYTES} + 2048, 8192, 1024)" in src
+    assert module_prelude("float16", False, False).endswith("wgmma_ops(64, 'f16', False, False)\nZERO_ACC = (" +
+                                                            ", ".join(["ZERO"] * 64) + ",)\n")
+    assert sm90.a_kmajor((0, 1, 256)) is False and sm90.a_kmajor((0, 256, 1)) is True
+    a, _ = sm90.operand_maps(1, 300, 520, 200, (0, 1, 304), (0, 520, 1), False, 128, a_kmajor=False)
+    assert a == ((300, 200), (608,), (64, 64))
+
+
 def test_operand_maps():
     a, b = sm90.operand_maps(1, 300, 520, 200, (0, 200, 1), (0, 520, 1), False, 128)
     assert a == ((200, 300), (400,), (64, 128)) and b == ((520, 200), (1040,), (64, 64))
@@ -116,7 +135,8 @@ def _bound(M=256, N=256, K=128, a=None, b=None, dtype="float16", L=1):
     (_bound(dtype="float32"), (9, 0), "fp16/bf16"),
     (_bound(K=0), (9, 0), "empty"),
     (_bound(K=70), (9, 0), "A strides"),                       # 140-byte rows
-    (_bound(a=(0, 1, 256)), (9, 0), "A strides"),              # M-contiguous A
+    (_bound(a=(0, 1, 260)), (9, 0), "A strides"),              # M-contiguous A with 520-byte K rows
+    (_bound(a=(0, 3, 3)), (9, 0), "A strides"),                # neither K- nor M-contiguous
     (_bound(N=45), (9, 0), "B strides"),                       # 90-byte rows of (K, N) B
     (_bound(b=(0, 3, 3)), (9, 0), "B strides"),                # neither K- nor N-contiguous
 ])
@@ -127,7 +147,8 @@ def test_calls_that_fall_back(bound, cc, why):
 
 
 @pytest.mark.parametrize("bound", [_bound(), _bound(M=77, N=48, K=40), _bound(b=(0, 1, 128)),
-                                   _bound(L=3, a=(256 * 128, 128, 1), b=(0, 1, 128))])
+                                   _bound(L=3, a=(256 * 128, 128, 1), b=(0, 1, 128)),
+                                   _bound(a=(0, 1, 256)), _bound(M=77, a=(0, 1, 80), b=(0, 1, 128))])
 def test_calls_that_fit(bound):
     from evt_backends.numba_cuda.select import sm90_refusal
     assert sm90_refusal(bound, 0x1000, 0x2000, (9, 0), encode=False) is None

@@ -41,21 +41,23 @@ def smem_layout(program, deterministic, pingpong, aux_async, frag):
     return SmemLayout(program, BN, deterministic, pingpong, aux_async)
 
 
-def module_prelude(ab_dtype, b_kmajor):
+def module_prelude(ab_dtype, b_kmajor, a_kmajor=True):
     """Module-level lines of the generated source: the intrinsics and this variant's wgmma."""
     ab = "bf16" if ab_dtype == "bfloat16" else "f16"
+    a_layout = "" if a_kmajor else ", False"
     return (f"from {__package__}.ptx_sm90 import *\n"
-            f"wg_fence, wg_mma, wg_commit, wg_wait1, wg_wait0 = wgmma_ops({N_ACC}, {ab!r}, {b_kmajor})\n"
+            f"wg_fence, wg_mma, wg_commit, wg_wait1, wg_wait0 = wgmma_ops({N_ACC}, {ab!r}, {b_kmajor}{a_layout})\n"
             f"ZERO_ACC = ({', '.join(['ZERO'] * N_ACC)},)\n")
 
 
 def sm90_source(program, ab_dtype, b_kmajor, a_batched, b_batched, deterministic, pingpong=False,
-                aux_async=False, frag=False, fast=()):
+                aux_async=False, frag=False, fast=(), a_kmajor=True):
     """aux_async: the epilogue's (M, N) inputs are copied into shared memory by cp.async while
     the tile's mainloop runs (epilogue_sm90.aux_copy_lines), instead of loaded per row.
     frag: the tree is evaluated on the fragments and the outputs TMA-stored (epilogue_fragment;
     its layout stages every (M, N) input of a cooperative kernel); fast: the instructions it
-    spells with MUFU approximations (backends/gpu/fastmath.fast_ops)."""
+    spells with MUFU approximations (backends/gpu/fastmath.fast_ops); a_kmajor: False for an
+    M-contiguous A (backends/gpu/sm90.a_kmajor)."""
     lay = smem_layout(program, deterministic, pingpong, aux_async, frag)
     stages = lay.stages
     body = [
@@ -76,11 +78,11 @@ def sm90_source(program, ab_dtype, b_kmajor, a_batched, b_batched, deterministic
         "cuda.syncthreads()",
         "if wgid == 0:",
     ]
-    body += ["    " + s for s in _producer(b_kmajor, a_batched, b_batched, stages)]
+    body += ["    " + s for s in _producer(b_kmajor, a_batched, b_batched, stages, a_kmajor)]
     body.append("else:")
     consumer = _consumer_pingpong if pingpong else _consumer
     epilogue = (epilogue_fragment.fragment_lines if frag else epilogue_lines)
-    tail = consumer(program, b_kmajor, deterministic, lay, epilogue,
+    tail = consumer(program, (a_kmajor, b_kmajor), deterministic, lay, epilogue,
                     epilogue_fragment.vector_loads(program, lay) if frag else [])
     if frag:
         tail = tail[:2] + epilogue_fragment.consumer_prologue(program) + tail[2:] + \
@@ -107,13 +109,18 @@ def _tile_coords(ind):
             f"{ind}n0 = nt * {BN}"]
 
 
-def _producer(b_kmajor, a_batched, b_batched, stages):
+def _producer(b_kmajor, a_batched, b_batched, stages, a_kmajor=True):
     stage = sm90.stage_bytes(BN)
     a_bytes = sm90.a_stage_bytes()
 
     def load(tm, dst, x, y, batched):
         return (f"tma_load_3d({dst}, {tm}, {x}, {y}, l, fb)" if batched else
                 f"tma_load_2d({dst}, {tm}, {x}, {y}, fb)")
+    if a_kmajor:
+        a_loads = [load("tmA", "sa", "k0", "m0", a_batched)]
+    else:      # M-contiguous A: 64-column panels of 64 k-rows, 8 KB apart, as an N-major B
+        a_loads = [load("tmA", f"sa + {p * sm90.PANEL_BYTES}", f"m0 + {64 * p}", "k0", a_batched)
+                   for p in range(sm90.BM // 64)]
     if b_kmajor:
         b_loads = [load("tmB", "sb", "k0", "n0", b_batched)]
     else:      # (K, N) row-major: 64-column panels of 64 k-rows, 8 KB apart
@@ -135,9 +142,8 @@ def _producer(b_kmajor, a_batched, b_batched, stages):
             f"            mbar_expect_tx(fb, {stage})   # full boxes: TMA zero-fills past the edges",
             f"            sa = sbase + s * {stage}",
             f"            sb = sa + {a_bytes}",
-            f"            k0 = kb * {sm90.BK}",
-            "            " + load("tmA", "sa", "k0", "m0", a_batched)]
-    out += ["            " + x for x in b_loads]
+            f"            k0 = kb * {sm90.BK}"]
+    out += ["            " + x for x in a_loads + b_loads]
     out += ["            s = s + 1",
             f"            if s == {stages}:",
             "                s = 0",
@@ -146,13 +152,15 @@ def _producer(b_kmajor, a_batched, b_batched, stages):
     return out
 
 
-def _k_loop(b_kmajor, frags, stages):
-    """The consumer's k-loop over one tile: frags = [(accumulator tuple, byte offset of its 64
-    rows of A inside a stage)], each one m64n128 wgmma per k16 step. A slot is released one
-    k-block late (wait_group 1 keeps one wgmma group in flight)."""
+def _k_loop(layouts, frags, stages):
+    """The consumer's k-loop over one tile: layouts = (a_kmajor, b_kmajor); frags =
+    [(accumulator tuple, byte offset of its 64 rows of A inside a stage: the same in both A
+    layouts)], each one m64n128 wgmma per k16 step. A slot is released one k-block late
+    (wait_group 1 keeps one wgmma group in flight)."""
+    a_kmajor, b_kmajor = layouts
     stage = sm90.stage_bytes(BN)
     a_bytes = sm90.a_stage_bytes()
-    ka, la, sa_ = sm90.DESC_K_MAJOR
+    ka, la, sa_ = sm90.DESC_K_MAJOR if a_kmajor else sm90.DESC_N_MAJOR
     kb_, lb, sb_ = sm90.DESC_K_MAJOR if b_kmajor else sm90.DESC_N_MAJOR
     out = ["prev = -1",
            "for kb in range(ktiles):",
@@ -179,7 +187,7 @@ def _k_loop(b_kmajor, frags, stages):
     return out
 
 
-def _consumer(program, b_kmajor, deterministic, lay, epilogue, tile_loads):
+def _consumer(program, layouts, deterministic, lay, epilogue, tile_loads):
     """Cooperative: both consumer warpgroups work on every tile, 64 rows each. tile_loads: the
     epilogue's loads issued at the tile's start (epilogue_fragment.vector_loads)."""
     out = ["# ---- consumer warpgroups: wgmma over the ring, then the fused epilogue ----",
@@ -192,13 +200,13 @@ def _consumer(program, b_kmajor, deterministic, lay, epilogue, tile_loads):
     out += _tile_coords("    ")
     out.append("    acc = ZERO_ACC")
     out += ["    " + x for x in tile_loads + aux_copy_lines(program, lay)]
-    out += ["    " + x for x in _k_loop(b_kmajor, [("acc", f"wg * {sm90.A_HALF_BYTES}")], lay.stages)]
+    out += ["    " + x for x in _k_loop(layouts, [("acc", f"wg * {sm90.A_HALF_BYTES}")], lay.stages)]
     out += ["    " + x for x in epilogue(program, lay, ["acc"], deterministic)]
     out.append("    tile = tile + cuda.gridDim.x")
     return out
 
 
-def _consumer_pingpong(program, b_kmajor, deterministic, lay, epilogue, tile_loads):
+def _consumer_pingpong(program, layouts, deterministic, lay, epilogue, tile_loads):
     """Ping-pong: the CTA's tiles go alternately to WG1 and WG2, each holding a whole 128 x 128
     tile as two m64n128 fragments. Named barriers 3 and 4 order the mainloops (WG1's tile i,
     then WG2's tile i + 1, ...), so one warpgroup has the tensor cores while the other runs
@@ -223,7 +231,7 @@ def _consumer_pingpong(program, b_kmajor, deterministic, lay, epilogue, tile_loa
             f"    pos = ((it & {ring - 1}) * (ktiles & {ring - 1})) & {ring - 1}   # ring position mod {ring}",
             f"    s = pos & {stages - 1}",
             f"    ph = pos // {stages}"]
-    out += ["    " + x for x in _k_loop(b_kmajor, [("acc0", "0"), ("acc1", str(sm90.A_HALF_BYTES))], stages)]
+    out += ["    " + x for x in _k_loop(layouts, [("acc0", "0"), ("acc1", str(sm90.A_HALF_BYTES))], stages)]
     out += ["    if tile + cuda.gridDim.x < tiles:",
             "        named_bar_arrive(4 - wg, 256)    # the other warpgroup's next mainloop may start"]
     out += ["    " + x for x in epilogue(program, lay, ["acc0", "acc1"], deterministic)]

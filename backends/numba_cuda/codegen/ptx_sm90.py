@@ -264,15 +264,16 @@ def _tied(n, text):
     return fn
 
 
-def wgmma_ops(n_acc, ab, b_kmajor):
+def wgmma_ops(n_acc, ab, b_kmajor, a_kmajor=True):
     """(fence, mma, commit, wait1, wait0) for m64n(2 n_acc)k16 with fp32 accumulate: mma(acc,
-    desc_a, desc_b) -> acc, A K-major, B K-major or N-major (imm-trans-b 1). scale-d is 1: the
+    desc_a, desc_b) -> acc, A K-major or M-major (imm-trans-a 1), B K-major or N-major
+    (imm-trans-b 1). scale-d is 1: the
     accumulators start from zeros, which also makes K == 0 give zeros."""
     bn = 2 * n_acc
     regs = ",".join(f"${i}" for i in range(n_acc))
     text = (f"{{ .reg .pred p; setp.ne.b32 p, ${n_acc + 2}, 0; "
-            f"wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.{ab}.{ab} {{{regs}}}, ${n_acc}, ${n_acc + 1}, p, 1, 1, 0, "
-            f"{0 if b_kmajor else 1}; }}")
+            f"wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.{ab}.{ab} {{{regs}}}, ${n_acc}, ${n_acc + 1}, p, 1, 1, "
+            f"{0 if a_kmajor else 1}, {0 if b_kmajor else 1}; }}")
     tup = types.UniTuple(types.float32, n_acc)
 
     @intrinsic

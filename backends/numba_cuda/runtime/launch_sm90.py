@@ -40,7 +40,8 @@ def encode_maps(b, a_ptr, b_ptr, kmajor):
 
 def _encode(prob, a_ptr, b_ptr, kmajor):
     L, M, N, K, a_strides, b_strides, dtype = prob
-    amap, bmap = sm90.operand_maps(L, M, N, K, a_strides, b_strides, kmajor, BN)
+    amap, bmap = sm90.operand_maps(L, M, N, K, a_strides, b_strides, kmajor, BN,
+                                   a_kmajor=sm90.a_kmajor(a_strides))   # select's rule, from the same strides
     return (tensormap.encode(a_ptr, dtype, *amap, backend="numba_cuda")
             + tensormap.encode(b_ptr, dtype, *bmap, backend="numba_cuda"))
 
