@@ -11,6 +11,9 @@ DEFAULTS = {name: d.defaults for name, d in REGISTRY.items() if d.defaults}
 GEMMS = frozenset({"mm", "bmm", "addmm"})
 # Layout ops a GEMM absorbs as operand strides when they feed it directly (design doc 4.6).
 LAYOUT_INTO_GEMM = frozenset({"permute", "transpose", "t"})
+# ops that move or view elements without computing (aten/structural.py): they may leave the
+# accumulator's frame (a column split's selects, a peeled view), so rules.fits_frame skips them
+RESHAPING = LAYOUT_INTO_GEMM | {"view", "expand", "unsqueeze", "squeeze", "select", "select_backward", "getitem"}
 
 
 def kind_of(op: str) -> Kind:

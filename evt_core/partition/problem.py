@@ -7,7 +7,8 @@ costs bytes, and two constraint families that say everything the rules need:
 * `forbid[i]`: nodes that may never share i's group. It holds pairs joined by a forbidden edge,
   pairs joined by a path through a node outside the component (convexity), both propagated to
   every ancestor/descendant pair whose paths they lie on; GEMM producers behind an absorbed
-  permute; and pairs of anchors.
+  permute; pairs of anchors; and an anchor with each elementwise node that does not fit its
+  output's frame (`rules.fits_frame`).
 * `order[v]`: nodes u with a path u ~> v that is an edge or runs outside the component; group(u)
   must precede group(v). This is the original's "one-hop neighbours as fixed singletons plus
   d->a edges", written as paths so that it needs no extra vertices.
@@ -19,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .graph import Graph
-from .optable import Kind
-from .rules import Reach, absorbed_layout_producers, prune_edges
+from .optable import GEMMS, RESHAPING, Kind
+from .rules import Reach, absorbed_layout_producers, fits_frame, prune_edges
 from .union_find import DisjointSets
 
 
@@ -86,6 +87,14 @@ def make_problem(g: Graph, d: Decomposition, comp: tuple[int, ...]) -> Problem:
     amask = sum(1 << a for a in anchors)
     for a in anchors:
         forbid[a] |= amask & ~(1 << a)
+        if g.nodes[r.names[a]].op not in GEMMS:
+            continue
+        frame = g.nodes[r.names[a]].shape
+        for c in comp:              # rules.fits_frame: a pair rule, no path propagation needed
+            node = g.nodes[r.names[c]]
+            if node.kind is Kind.ELEMENTWISE and node.op not in RESHAPING and not fits_frame(node.shape, frame):
+                forbid[a] |= 1 << c
+                forbid[c] |= 1 << a
     edges, fixed = [], 0
     for v in comp:
         for u in r.preds[v]:

@@ -7,6 +7,8 @@ and c share a group, every node on every path u ~> c does too, so a forbidden ed
 such a path forbids the pair (u, c). `prune_edges` applies that to edges to a fixpoint."""
 from __future__ import annotations
 
+from math import prod
+
 from .graph import Graph
 from .optable import GEMMS, LAYOUT_INTO_GEMM, Kind
 
@@ -19,6 +21,18 @@ def ever_internal(g: Graph, u: str, v: str) -> bool:
     if b.kind is Kind.ANCHOR:
         return a.op in LAYOUT_INTO_GEMM and b.op in GEMMS
     return True
+
+
+def fits_frame(shape, frame) -> bool:
+    """May a computing elementwise node of this shape (optable.RESHAPING ops are exempt: an
+    operand layout, a column split's select) sit in the epilogue of a GEMM whose output is `frame`? Yes when it has the frame's element count (the frame itself, or a view or permute
+    of it) or broadcasts onto it (a row or column vector, a scalar). A smaller value of another
+    shape (the (N2,) bias gradient of another layer) has no place in the epilogue's frame."""
+    if prod(shape) == prod(frame):
+        return True
+    if len(shape) > len(frame):
+        return False
+    return all(a in (1, b) for a, b in zip(reversed(shape), reversed(frame)))
 
 
 def absorbed_layout_producers(g: Graph, p: str, users) -> list[tuple[str, str]]:

@@ -55,3 +55,26 @@ def test_one_anchor_per_group():
     g.output(s)
     assert "one-anchor" in {v[0] for v in P.violations(g, [["mm", "mm_1", "add"]])}
     assert P.partition(g).cost == 8 * 8 * 2
+
+
+def _misfit_graph():
+    """mm (8, 16) and, sharing a 0-d scale with its epilogue, a (5,)-vector op that is not on
+    the GEMM's frame (the shape of another layer's bias gradient)."""
+    g = P.Graph()
+    x, w, v, c = (g.input("x", (8, 4), "float32"), g.input("w", (4, 16), "float32"),
+                  g.input("v", (5,), "float32"), g.input("c", (), "float32"))
+    half = g.add("mul", c, 0.5)
+    g.output(g.add("mul", g.add("mm", x, w), half), g.add("mul", v, half))
+    return g
+
+
+def test_an_op_off_the_gemm_frame_is_not_in_its_group():
+    g = _misfit_graph()
+    assert "frame" in {v[0] for v in P.violations(g, [["mul", "mm", "mul_1", "mul_2"]])}
+    from evt_core.partition.rules import fits_frame
+    assert fits_frame((16,), (8, 16)) and fits_frame((8, 1), (8, 16)) and fits_frame((), (8, 16))
+    assert fits_frame((2, 8, 8), (8, 16)) and not fits_frame((5,), (8, 16))
+    plan = P.partition(g, cache=None)
+    plan.check()
+    (grp,) = [grp for grp in plan.groups if "mm" in grp]
+    assert "mul_2" not in grp and plan.optimal

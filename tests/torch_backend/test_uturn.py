@@ -117,3 +117,22 @@ def test_sinking_keeps_the_values_of_the_joint_graph():
     muls = [n for n in gm.graph.nodes if n.op == "call_function" and "mul" in str(n.target)]
     assert {str(m.args[0].target) for m in muls} == {"aten.mm.default", "aten.sum.dim_IntList"}
     del FakeTensorMode
+
+
+def test_mlp_with_its_loss_fuses_every_gemm_group():
+    """An MLP compiled with a sum-of-squares loss: the loss's gradient (2y/64 · g) is computed in
+    the second layer's forward epilogue, and no group takes another layer's bias gradient into
+    its epilogue (rules.fits_frame), so all five GEMM groups fuse."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 16))
+    ref, x = copy.deepcopy(model), torch.randn(64, 16)
+
+    def step(m):
+        return lambda x: m(x).square().sum() / 64
+    step(ref)(x).backward()
+    torch.compile(step(model), backend=et.backend(kernels="numpy", strict=True), dynamic=False)(x).backward()
+    for p, q in zip(model.parameters(), ref.parameters()):
+        assert float((p.grad - q.grad).norm() / q.grad.norm()) < 1e-5
+    (rep,) = et.reports()
+    assert len(rep.fused) == 5 and not rep.unfused, rep.unfused
+    assert rep.pulled
