@@ -24,8 +24,9 @@ def backend(kernels: str = "auto", **options):
     planning fails), cudagraphs (run forward and backward under torch's CUDA graph trees;
     graphs with CPU tensors run without), rebatch (run a GEMM whose result the graph splits
     into a batch dimension, e.g. attention heads, as a batched GEMM with strided A, so that
-    group fuses; default False until it is measured on a GPU), and any compile option of the
-    kernel backend."""
+    group fuses; default False until it is measured on a GPU), uturn (compute a loss compiled
+    with its model and its gradient in the forward GEMM's epilogue: evt_core/torch/uturn.py;
+    default True), and any compile option of the kernel backend."""
     from .compiler import EvtBackend
     return EvtBackend(kernels=kernels, **options)
 

@@ -25,8 +25,9 @@ class EvtBackend:
 
     def __init__(self, kernels: str = "auto", passes: bool = True, solver: str = "bnb",
                  time_limit: float | None = 30.0, strict: bool = False, cudagraphs: bool = False,
-                 rebatch: bool = False, **kernel_options):
+                 rebatch: bool = False, uturn: bool = True, **kernel_options):
         self.kernels, self.passes, self.solver, self.rebatch = kernels, passes, solver, rebatch
+        self.uturn = uturn
         self.time_limit, self.strict, self.kernel_options = time_limit, strict, kernel_options
         self.cudagraphs = cudagraphs
 
@@ -97,10 +98,11 @@ class _Compilation:
     def partition(self, joint, joint_inputs, **kw):
         from torch._functorch.partitioners import default_partition
         from .uturn import pull_into_forward, sink_scalar_tangents
-        if self.be.passes:
+        uturn = self.be.passes and self.be.uturn
+        if uturn:
             sink_scalar_tangents(joint)
         self._plan(joint, ("forward", "backward"))
-        if self.joint is not None:
+        if self.joint is not None and uturn:
             self.report.pulled = pull_into_forward(joint, self.joint)
         return default_partition(joint, joint_inputs, **kw)
 

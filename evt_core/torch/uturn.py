@@ -14,7 +14,12 @@ rewrites of aot_autograd's joint fx graph make that value forward work:
    it replaces) instead of recomputing it in the backward.
 
 The backward then runs its GEMMs on X with g applied in their epilogues: the elementwise pass
-over the logits and its extra read and write of a GEMM-sized tensor are gone."""
+over the logits and its extra read and write of a GEMM-sized tensor are gone.
+
+Numerics: X is stored unscaled (g·X was). With g = 1 (loss.backward()) nothing changes; under a
+loss scale, entries of a 16-bit X below the format's normal range flush where g·X would not (the
+GEMM itself accumulates in fp32 and applies g before rounding when it is fused). Training that
+depends on those entries can turn the rewrite off: `backend(uturn=False)`."""
 from __future__ import annotations
 
 _LINEAR_VIEWS = frozenset({"t", "transpose", "permute", "view", "_unsafe_view", "reshape", "_to_copy", "clone"})

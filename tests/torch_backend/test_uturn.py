@@ -136,3 +136,16 @@ def test_mlp_with_its_loss_fuses_every_gemm_group():
     (rep,) = et.reports()
     assert len(rep.fused) == 5 and not rep.unfused, rep.unfused
     assert rep.pulled
+
+
+def test_uturn_off_leaves_the_loss_gradient_in_the_backward():
+    model, x, t, step = _xmlcnn(torch.float32)
+    ref = copy.deepcopy(model)
+    step(ref)(x, t).backward()
+    compiled = torch.compile(step(model), backend=et.backend(kernels="numpy", strict=True, uturn=False),
+                             dynamic=False)
+    compiled(x, t).backward()
+    for p, q in zip(model.parameters(), ref.parameters()):
+        assert float((p.grad - q.grad).norm() / q.grad.norm()) < 1e-5
+    (rep,) = et.reports()
+    assert rep.pulled == []
