@@ -15,8 +15,8 @@ from typing import Iterator, Sequence
 
 from .errors import PartitionError
 from .graph import Graph
-from .optable import GEMMS, LAYOUT_INTO_GEMM, RESHAPING, Kind
-from .rules import fits_frame
+from .optable import GEMMS, LAYOUT_INTO_GEMM, Kind
+from .rules import off_frame
 
 Violation = tuple[str, str, tuple[str, ...]]
 
@@ -50,9 +50,8 @@ def _group_violations(g: Graph, grp: list[str], where) -> Iterator[Violation]:
     anchors = [n.name for n in nodes if n.kind is Kind.ANCHOR]
     if len(anchors) > 1:
         yield "one-anchor", "a group has at most one anchor (mainloop); split it", tuple(anchors)
-    for a in (a for a in anchors if g.nodes[a].op in GEMMS):
-        misfits = [n.name for n in nodes if n.kind is Kind.ELEMENTWISE and n.op not in RESHAPING
-                   and not fits_frame(n.shape, g.nodes[a].shape)]
+    for a in anchors:
+        misfits = [n.name for n in nodes if off_frame(g, a, n.name)]
         if misfits:
             yield "frame", "an elementwise node in a GEMM's group must have the GEMM output's element count " \
                            "or broadcast onto it; move it to another group", (a, *misfits)

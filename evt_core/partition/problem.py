@@ -8,7 +8,7 @@ costs bytes, and two constraint families that say everything the rules need:
   pairs joined by a path through a node outside the component (convexity), both propagated to
   every ancestor/descendant pair whose paths they lie on; GEMM producers behind an absorbed
   permute; pairs of anchors; and an anchor with each elementwise node that does not fit its
-  output's frame (`rules.fits_frame`).
+  output's frame (`rules.off_frame`).
 * `order[v]`: nodes u with a path u ~> v that is an edge or runs outside the component; group(u)
   must precede group(v). This is the original's "one-hop neighbours as fixed singletons plus
   d->a edges", written as paths so that it needs no extra vertices.
@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .graph import Graph
-from .optable import GEMMS, RESHAPING, Kind
-from .rules import Reach, absorbed_layout_producers, fits_frame, prune_edges
+from .optable import Kind
+from .rules import Reach, absorbed_layout_producers, off_frame, prune_edges
 from .union_find import DisjointSets
 
 
@@ -87,12 +87,8 @@ def make_problem(g: Graph, d: Decomposition, comp: tuple[int, ...]) -> Problem:
     amask = sum(1 << a for a in anchors)
     for a in anchors:
         forbid[a] |= amask & ~(1 << a)
-        if g.nodes[r.names[a]].op not in GEMMS:
-            continue
-        frame = g.nodes[r.names[a]].shape
-        for c in comp:              # rules.fits_frame: a pair rule, no path propagation needed
-            node = g.nodes[r.names[c]]
-            if node.kind is Kind.ELEMENTWISE and node.op not in RESHAPING and not fits_frame(node.shape, frame):
+        for c in comp:              # rules.off_frame: a pair rule, no path propagation needed
+            if off_frame(g, r.names[a], r.names[c]):
                 forbid[a] |= 1 << c
                 forbid[c] |= 1 << a
     edges, fixed = [], 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 from math import prod
 
 from .graph import Graph
-from .optable import GEMMS, LAYOUT_INTO_GEMM, Kind
+from .optable import GEMMS, LAYOUT_INTO_GEMM, RESHAPING, Kind
 
 
 def ever_internal(g: Graph, u: str, v: str) -> bool:
@@ -33,6 +33,14 @@ def fits_frame(shape, frame) -> bool:
     if len(shape) > len(frame):
         return False
     return all(a in (1, b) for a, b in zip(reversed(shape), reversed(frame)))
+
+
+def off_frame(g: Graph, anchor: str, name: str) -> bool:
+    """True when node `name` may not share a group with `anchor`: the anchor is a GEMM and the
+    node computes elementwise on a value that does not fit its output (`fits_frame`)."""
+    a, n = g.nodes[anchor], g.nodes[name]
+    return (a.op in GEMMS and n.kind is Kind.ELEMENTWISE and n.op not in RESHAPING
+            and not fits_frame(n.shape, a.shape))
 
 
 def absorbed_layout_producers(g: Graph, p: str, users) -> list[tuple[str, str]]:

@@ -94,14 +94,11 @@ def _layouts_with_their_gemm(g, plan: Plan) -> Plan:
     from ..partition import plan_cost
     groups = [list(grp) for grp in plan.groups]
     where = {n: k for k, grp in enumerate(groups) for n in grp}
-    users: dict[str, list[str]] = {}
-    for node in g.nodes.values():
-        for i in node.inputs:
-            users.setdefault(i, []).append(node.name)
+    users = g.users()
     moved = False
     for name, k in list(where.items()):
         node = g.nodes[name]
-        readers = users.get(name, [])
+        readers = users[name]
         if node.op not in _LAYOUT or len(node.shape) != 2 or name in g.outputs or not readers:
             continue
         homes = {where[u] for u in readers}

@@ -80,10 +80,18 @@ def pull_into_forward(gm, joint) -> list[str]:
     return [n.name for n in graph.nodes if n in closure]
 
 
+def _is_tangent(n) -> bool:
+    return n.op == "placeholder" and str(n.target).startswith("tangents")   # aot_autograd's naming
+
+
+def _is_primal(n) -> bool:
+    return n.op == "placeholder" and str(n.target).startswith("primals")
+
+
 def _tangent_dependent(graph) -> set:
     dep = set()
     for n in graph.nodes:
-        if (n.op == "placeholder" and str(n.target).startswith("tangents")) or any(
+        if _is_tangent(n) or any(
                 i in dep for i in n.all_input_nodes):
             dep.add(n)
     return dep
@@ -94,11 +102,11 @@ def _forward_nodes(graph) -> set:
     the last one tagged forward (or primal)."""
     last = None
     for n in graph.nodes:
-        if n.meta.get("partitioner_tag") == "is_forward" or (n.op == "placeholder" and str(n.target).startswith("primals")):
+        if n.meta.get("partitioner_tag") == "is_forward" or _is_primal(n):
             last = n
     out = set()
     for n in graph.nodes:
-        if not (n.op == "placeholder" and str(n.target).startswith("tangents")) and n.op != "output":
+        if not _is_tangent(n) and n.op != "output":
             out.add(n)
         if n is last:
             break
@@ -150,14 +158,12 @@ def _sink(graph, m, x, g) -> bool:
         slots = [i for i, a in enumerate(user.args) if a is m]
         if len(slots) != 1 or any(v is m for v in user.kwargs.values()):
             continue
-        by_number = op in _SCALINGS and slots == [0] and not _is_node(user.args[1])
+        by_number = op in _SCALINGS and not _is_node(user.args[1])
         if (op in _LINEAR_VIEWS or by_number) and slots == [0]:
             moved = _replace(graph, user, x, g, 0)
             _sink(graph, moved, moved.args[0], g)
         elif op in _GEMMS or (op in _SUMS and slots == [0] and "dtype" not in user.kwargs):
             _replace(graph, user, x, g, slots[0])
-        else:
-            continue
     if not m.users:
         graph.erase_node(m)
         return True

@@ -104,7 +104,6 @@ def test_sinking_keeps_the_values_of_the_joint_graph():
         return dy.t() @ x, dy.sum(0)
 
     args = (torch.randn(8, 4), torch.randn(6, 4), torch.randn(6, 8), torch.tensor(3.0))
-    from torch._subclasses.fake_tensor import FakeTensorMode
     gm = make_fx(joint, tracing_mode="fake")(*args)
     for node in gm.graph.nodes:              # make_fx names placeholders after the arguments
         if node.op == "placeholder" and node.name.startswith("g"):
@@ -116,7 +115,6 @@ def test_sinking_keeps_the_values_of_the_joint_graph():
         torch.testing.assert_close(a, b)
     muls = [n for n in gm.graph.nodes if n.op == "call_function" and "mul" in str(n.target)]
     assert {str(m.args[0].target) for m in muls} == {"aten.mm.default", "aten.sum.dim_IntList"}
-    del FakeTensorMode
 
 
 def test_mlp_with_its_loss_fuses_every_gemm_group():

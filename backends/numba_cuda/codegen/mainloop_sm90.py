@@ -78,7 +78,7 @@ def sm90_source(program, ab_dtype, b_kmajor, a_batched, b_batched, deterministic
         "cuda.syncthreads()",
         "if wgid == 0:",
     ]
-    body += ["    " + s for s in _producer(b_kmajor, a_batched, b_batched, stages, a_kmajor)]
+    body += ["    " + s for s in _producer((a_kmajor, b_kmajor), a_batched, b_batched, stages)]
     body.append("else:")
     consumer = _consumer_pingpong if pingpong else _consumer
     epilogue = (epilogue_fragment.fragment_lines if frag else epilogue_lines)
@@ -109,7 +109,8 @@ def _tile_coords(ind):
             f"{ind}n0 = nt * {BN}"]
 
 
-def _producer(b_kmajor, a_batched, b_batched, stages, a_kmajor=True):
+def _producer(layouts, a_batched, b_batched, stages):
+    a_kmajor, b_kmajor = layouts
     stage = sm90.stage_bytes(BN)
     a_bytes = sm90.a_stage_bytes()
 
