@@ -150,7 +150,14 @@ def graphed_step(model, net, inputs):
     with torch.cuda.graph(graph):
         loss = net(*inputs)
         loss.backward()
-    return graph.replay, loss
+
+    def replay():
+        graph.replay()
+    # The graph reads the parameters and inputs at their captured addresses, so the replay holds
+    # them: without, a candidate's model died with the timing loop's next candidate, the next
+    # capture's empty_cache released its memory, and the replay faulted (illegal address).
+    replay.holds = (model, net, inputs)
+    return replay, loss
 
 
 def objective(model, loss_fn):

@@ -102,18 +102,19 @@ FRAG_SHAPES = [(0, 128, 128, 64), (2, 200, 136, 72), (0, 77, 48, 40), (3, 129, 2
 
 
 @pytest.mark.parametrize("schedule", SCHEDULES)
-@pytest.mark.parametrize("name", ["stats", "activations", "dgelu"])
+@pytest.mark.parametrize("name", ["stats", "activations", "dgelu", "bce_uturn"])
 @pytest.mark.parametrize("ab", ["float16", "bfloat16"])
 @pytest.mark.parametrize("det", [False, True])
 @pytest.mark.parametrize("shape", FRAG_SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_fragment_epilogue(name, ab, det, schedule, shape):
     """The epilogue on the wgmma fragments with TMA-stored outputs: row, column and whole-tile
-    reductions, row and column vectors, (M, N) inputs staged by cp.async (cooperative; ping-pong
+    reductions, row and column vectors, (M, N) inputs staged by cp.async (16-bit, and bce_uturn's fp32
+    targets read a column pair per 64-bit load; cooperative; ping-pong
     then takes the staged epilogue), edge tiles the TMA stores clip, batched 3-D output maps."""
     tree, A, B, inputs = case(name, *shape, ab=ab, out=ab)
     stage = _run(tree, A, B, inputs, f"{name} {ab} {shape} det={det} {schedule}", deterministic=det,
                  sm90_schedule=schedule, sm90_epilogue="fragment")
-    mn_input = name in ("stats", "dgelu") and shape[1] > 1      # (an M = 1 trace has no (M, N) input)
+    mn_input = name in ("stats", "dgelu", "bce_uturn") and shape[1] > 1      # (an M = 1 trace has no (M, N) input)
     assert _sm90_stage(stage, schedule) and ("TMA-stored outputs" in stage) is not (mn_input and schedule == "pingpong"), \
         stage
 

@@ -57,6 +57,10 @@ def programs():
         # row, column and whole-tile reductions, a row vector and an (M, N) input staged by cp.async
         "frag_stats_det": (case("stats", 2, 13, 11, 9, ab="bfloat16", out="bfloat16")[0].program, "bfloat16", True,
                            True, True, True, False, True, True),
+        # XML-CNN's U-turn forward: an fp32 (M, N) input (the targets) staged by cp.async and read a
+        # column pair per 64-bit load, a whole-tile and a column reduction, one 16-bit output
+        "frag_bce_uturn": (case("bce_uturn", 0, 13, 11, 9)[0].program, "float16", False, False, False, False,
+                           False, True, True),
         # an M-contiguous A (a weight gradient's transposed activations): TMA panels, trans-a wgmma
         "mmajor_a_bias_gelu": (_trace(_bias_gelu, {"bias": np.empty((64,), np.float32)}, np.float16),
                                "float16", False, False, False, False, False, False, False, False),

@@ -179,3 +179,33 @@ def test_column_vector_staged_once_per_tile_in_the_source(w, pingpong):
     else:
         publish = body.index("named_bar_sync(1 + wg, 128)\n", at)
     assert publish < body.index("epi_group(") and body.count("bv0 = ") == 1
+
+
+def test_fp32_targets_take_the_fragment_epilogue_read_as_pairs():
+    """XML-CNN's U-turn forward (trees.bce_uturn): its fp32 (M, N) targets are staged by cp.async
+    in the cooperative schedule and read a column pair per 64-bit shared load; ping-pong has no
+    input buffers. The layout keeps a ring of three slots beside 2 x 34 KB of fp32 rows."""
+    from trees import case
+    p = case("bce_uturn", 0, 13, 11, 9)[0].program
+    assert ef.refusal(p) is None
+    b = _bound(p, M=2048, N=4096)
+    assert select.sm90_fragment(b, p, PTRS, PTRS, False, False, fast=fast_ops(p))
+    assert not select.sm90_fragment(b, p, PTRS, PTRS, True, False, fast=fast_ops(p))
+    lay = ef.FragLayout(p, 128, False, False)
+    assert lay.fits and lay.stages >= 3 and list(lay.aux) == [1], (lay.stages, lay.aux)
+    group = ef._Writer(p, lay, ["acc"], False).group_function()
+    assert group.count("lds_f32x2(abuf1 + 4 * (arow") == 2 and "lds(abuf1" not in group
+
+
+def test_fp32_pair_reads_of_a_staged_row_are_bank_conflict_free():
+    """A 64-bit shared load is served per half-warp: lanes 4 fg + fq (fg = 0..3 or 4..7) read
+    words (16 w + fg) * AUX_PITCH + 2 fq + 8 j and the next, which must cover 32 distinct banks."""
+    for w in range(4):
+        for j in range(16):
+            for half in (range(0, 16), range(16, 32)):
+                banks = []
+                for lane in half:
+                    fg, fq = lane // 4, lane % 4
+                    word = (16 * w + fg) * ef.AUX_PITCH + 2 * fq + 8 * j
+                    banks += [word % 32, (word + 1) % 32]
+                assert len(set(banks)) == 32, (w, j, sorted(banks))

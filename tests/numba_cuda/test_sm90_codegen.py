@@ -13,13 +13,19 @@ from evt_backends.gpu import sm90  # noqa: E402
 
 KERNELS = ("bare", "bias_gelu", "reductions_aux_two_outputs", "means_batched", "pingpong_bias_gelu",
            "pingpong_reductions", "staged_dgelu", "frag_pingpong_bias_relu", "frag_stats_det",
-           "mmajor_a_bias_gelu", "frag_pingpong_mmajor_a")
+           "mmajor_a_bias_gelu", "frag_pingpong_mmajor_a", "frag_bce_uturn")
 
 
 # Known spills, kept from growing (none now: the ping-pong fragment epilogue's column vector,
 # loaded per column group from global memory beside its 128 accumulators, spilled 5 registers
 # until it was staged per tile in shared memory).
 SPILL_BUDGET = {}
+
+# CALLs into ptxas's slow path of the IEEE fp32 reciprocal (rcp.rn: a subroutine behind a branch,
+# taken for denormal or huge divisors only), one per element of a consumer's 64: the exact
+# sigmoid of values that reach an fp32 reduction. Any other CALL (an int64 division helper, a
+# device function left out of line) fails the check.
+RCP_SLOW_PATH_CALLS = {"frag_bce_uturn": 64}
 
 
 @pytest.fixture(scope="module")
@@ -39,12 +45,12 @@ def test_sass_is_warp_specialised_wgmma_with_tma(sass, name):
     frags = 2 if "pingpong" in name else 1
     assert ops["HGMMA"] >= frags * sm90.K16_STEPS, ops   # 4 x m64n128k16 per k-block and fragment
     assert ops["UTMALDG"] >= 2, ops                   # A and B by TMA
-    if name.startswith("staged") or name == "frag_stats_det":
+    if name.startswith("staged") or name in ("frag_stats_det", "frag_bce_uturn"):
         assert ops["LDGSTS"] >= 1, ops                # the (M, N) input by cp.async
     if name.startswith("frag"):
         assert ops["UTMASTG"] >= 2, ops               # the fragment epilogue's outputs by TMA stores
     assert ops["USETMAXREG"] == 2, ops                # producer dec + consumer inc survived the build
-    assert ops["CALL"] == 0, ops                      # no int64 division helpers, everything inlined
+    assert ops["CALL"] == RCP_SLOW_PATH_CALLS.get(name, 0), ops   # no int64 division helpers, everything inlined
     if name in SPILL_BUDGET:
         assert ops["LDL"] <= SPILL_BUDGET[name] and ops["STL"] <= SPILL_BUDGET[name], ops
         return

@@ -62,6 +62,18 @@ def _ints(rng, shape, dt):
     return rng.integers(-2, 3, shape).astype(np.float32).astype(DTYPES[dt])
 
 
+def bce_uturn(accum, bias, t):
+    """XML-CNN's forward kernel after the U-turn (bench/train.py): logits y, the BCE-with-logits
+    loss summed whole, the loss's gradient s = sigmoid(y) - t stored 16-bit and summed over M
+    (the bias gradient); the targets t are an fp32 (M, N) input."""
+    y = accum * 0.125 + bias
+    s = ops.sigmoid(y) - t
+    loss = ops.relu(y) - y * t + ops.log(1.0 + ops.exp(-ops.abs(y)))
+    loss = ops.sum(loss, over=("M", "N"))
+    grad_bias = ops.sum(s, over="M")
+    return s, loss, grad_bias
+
+
 def case(name, L, M, N, K, ab="float16", out="float16", col_major_aux=False, seed=0):
     """(tree, A, B, inputs): the epilogue `name` at problem (L, M, N, K); L=0 means rank-2."""
     rng = np.random.default_rng(seed)
@@ -101,6 +113,11 @@ def case(name, L, M, N, K, ab="float16", out="float16", col_major_aux=False, see
               "y_rowmean": np.empty((L, M), DTYPES[out]), "y_batchsum": np.empty((M, N), np.float32),
               "y_all": np.empty((), np.float32)}
         fn = means
+    elif name == "bce_uturn":
+        inputs = {"bias": _ints(rng, (N,), out), "t": (rng.random(lead + (M, N)) < 0.3).astype(np.float32)}
+        ex = {"accum": acc, **inputs, "s": np.empty(lead + (M, N), DTYPES[out]),
+              "loss": np.empty(lead if L else (), np.float32), "grad_bias": np.empty(lead + (N,), np.float32)}
+        fn = bce_uturn
     else:
         raise KeyError(name)
     return evt_core.trace(fn, ex), A, B, inputs

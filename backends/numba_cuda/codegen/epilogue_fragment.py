@@ -18,7 +18,8 @@ shuffles, then the 4 warps meet in shared memory).
 Swizzle: in a 128B-swizzled panel, row y's 16-byte chunk c sits at chunk c ^ (y % 8). A
 fragment row's y % 8 is fg, so a warp's 32 pair stores hit 8 distinct chunks x 4 words: no bank
 conflict. (M, N) inputs are copied by cp.async (epilogue_sm90.aux_copy_lines) into rows padded
-to AUX_PITCH elements, which makes the fragment's 2-byte reads conflict-free as well.
+to AUX_PITCH elements, which makes the fragment's 2-byte reads conflict-free as well; an fp32
+input (XML-CNN's targets) is read a column pair per 64-bit load, conflict-free too (_pair_read).
 """
 from evt_core.dtypes import DTYPES
 from evt_core.tree.ops import Op
@@ -28,10 +29,11 @@ from ...gpu.reductions import reduction_kind
 from .epilogue import _LOADERS, combine, global_combine, identity, tree_lines
 from .epilogue_sm90 import SMEM_LOADERS as _STAGED_LOADERS, deepest_ring, tile_inputs
 
-AUX_PITCH = 128 + 8                 # elements per staged input row (a 16-byte pad per row)
+AUX_PITCH = 128 + 8                 # elements per staged input row (an 8-element pad per row)
 PANEL_BYTES = sm90.PANEL_BYTES      # 64 x 64 16-bit elements, 8 KB
 _PAIR_STORERS = {"float16": "sts_pair_f16", "bfloat16": "sts_pair_bf16"}
-_SMEM_LOADERS = {t: _STAGED_LOADERS[t] for t in ("float16", "bfloat16")}   # staged inputs are 16-bit here
+_SMEM_LOADERS = {t: _STAGED_LOADERS[t] for t in ("float16", "bfloat16")}   # 16-bit: one element per read
+_PAIR_READ = "float32"      # a staged fp32 input is read a column pair at a time (lds_f32x2)
 
 
 def refusal(program):
@@ -46,8 +48,8 @@ def refusal(program):
         if reduction_kind(red) == "elem":
             return f"reduction {red.name!r} is over L only (an atomic per element)"
     for k in tile_inputs(program):
-        if program.inputs[k].dtype not in _SMEM_LOADERS:
-            return f"(M, N) input {program.inputs[k].name!r} is {program.inputs[k].dtype} (staged inputs are 16-bit)"
+        if program.inputs[k].dtype not in _SMEM_LOADERS and program.inputs[k].dtype != _PAIR_READ:
+            return f"(M, N) input {program.inputs[k].name!r} is {program.inputs[k].dtype} (no staged reader)"
     return None
 
 
@@ -330,6 +332,8 @@ class _Writer:
         if self._need_n():
             out += ["okn_0 = c < nlim", "okn_1 = c + 1 < nlim"]
         out += [f"vb{k}_0, vb{k}_1 = lds_f32x2(vrow{k} + 4 * c)    # {self.p.inputs[k].name}" for k in self.bcast]
+        out += [f"xs{k}_{h}{r}_0, xs{k}_{h}{r}_1 = lds_f32x2(abuf{k} + 4 * (arow + {8 * r * AUX_PITCH} + c))"
+                f"    # {self.p.inputs[k].name}" for k in self._pair_read() for h, r in self.rows]
         pp = self.lay.pingpong
         for h, r in self.rows:
             const = (2 * h * PANEL_BYTES if pp else 0) + r * 1024
@@ -355,7 +359,15 @@ class _Writer:
             return f"vb{k}_{e}"
         if k in self.rowvec:
             return f"vr{k}_{h}{r}"
+        if k in self._pair_read():
+            return f"xs{k}_{h}{r}_{e}"
         return f"{_SMEM_LOADERS[self.p.inputs[k].dtype]}(abuf{k}, arow + {8 * r * AUX_PITCH + e} + c)"
+
+    def _pair_read(self):
+        """Staged fp32 inputs: a row's column pair read by one 64-bit load. With rows AUX_PITCH
+        words apart (8 banks further per row), the 16 lanes of a half-warp, rows fg = 0..3 x
+        pairs fq = 0..3, cover the 32 banks once: conflict-free."""
+        return [k for k in self.staged if self.p.inputs[k].dtype == _PAIR_READ]
 
     def _group(self, j):
         """The call of the group function for column group j."""
