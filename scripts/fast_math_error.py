@@ -45,6 +45,7 @@ def _sigmoid(x):
 REFERENCE = {
     "tanh": ((-10.0, 10.0), np.tanh),
     "exp": ((-80.0, 80.0), np.exp),
+    "log": ((1e-30, 1e30), np.log),       # fast_math=True only: absolute error, large relative near 1
     "sigmoid": ((-30.0, 30.0), _sigmoid),
     "silu": ((-30.0, 30.0), lambda x: x * _sigmoid(x)),
     "gelu_tanh": ((-10.0, 10.0), _gelu_tanh),

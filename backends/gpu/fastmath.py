@@ -1,5 +1,6 @@
 """Which instructions a GPU backend may spell with the hardware's approximate transcendentals
-(MUFU: tanh.approx, ex2.approx, rcp.approx), one rule for both backends (fast_math="auto").
+(MUFU: tanh.approx, ex2.approx, rcp.approx, lg2.approx), one rule for both backends: the
+backend option fast_math, "auto" (the default), True or False (chosen_fast_ops).
 
 An approximation is taken only where every value it feeds, directly or through later uses, ends
 in a 16-bit store: no fp32 output and no reduction sees it, so its error (about 2^-11 relative for
@@ -8,6 +9,19 @@ backend spells FAST_OPS in its own language, term by term as the op table's NumP
 from evt_core.tree.ops import REDUCTIONS, Op
 
 FAST_OPS = frozenset({Op.TANH, Op.EXP, Op.SIGMOID, Op.SILU, Op.GELU_TANH, Op.GELU_TANH_GRAD})
+# fast_math=True, opt-in: every instruction with a MUFU spelling wherever its values go, LOG's
+# lg2.approx included. Its error is absolute (about 2^-22), so relative error grows without
+# bound near log(1) = 0: "auto" never takes it, even for 16-bit stores. These are the
+# approximations Triton, so torch.compile's generated kernels, use by default.
+APPROX_OPS = FAST_OPS | {Op.LOG}
+
+
+def chosen_fast_ops(program, fast_math):
+    """Indices of the instructions spelled with MUFU approximations under the option fast_math:
+    "auto" (fast_ops), True (every APPROX_OPS instruction) or False (none)."""
+    if fast_math is True:
+        return tuple(i for i, ins in enumerate(program.instrs) if ins.op in APPROX_OPS)
+    return fast_ops(program) if fast_math == "auto" else ()
 
 
 def fast_ops(program):

@@ -72,8 +72,8 @@ class NumbaCudaBackend(Backend):
                 return Support(False, f"unknown option {key!r}; numba_cuda takes {sorted(self.options)}")
         if options.get("sm90_schedule", "auto") not in SM90_SCHEDULES:
             return Support(False, f"option sm90_schedule={options['sm90_schedule']!r} is not one of {SM90_SCHEDULES}")
-        if options.get("fast_math", "auto") not in ("auto", False):
-            return Support(False, f"option fast_math={options['fast_math']!r} is not 'auto' or False")
+        if options.get("fast_math", "auto") not in ("auto", True, False):
+            return Support(False, f"option fast_math={options['fast_math']!r} is not 'auto', True or False")
         if options.get("sm90_epilogue", "auto") not in SM90_EPILOGUES:
             return Support(False, f"option sm90_epilogue={options['sm90_epilogue']!r} is not one of {SM90_EPILOGUES}")
         return Support.yes()

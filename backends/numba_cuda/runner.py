@@ -16,7 +16,7 @@ from evt_core.errors import EvtError, UnsupportedError
 from evt_core.tree.ops import Op
 
 from ..gpu import streams
-from ..gpu.fastmath import fast_ops
+from ..gpu.fastmath import chosen_fast_ops
 from ..gpu.reductions import identity_bits
 from . import select
 from .codegen.abi import finish_params, main_params
@@ -36,7 +36,7 @@ class Runner:
         self.sm90 = bool(options.get("sm90"))
         self.schedule = options.get("sm90_schedule", "auto")
         self.epilogue = options.get("sm90_epilogue", "auto")
-        self.fast = fast_ops(program) if options.get("fast_math", "auto") == "auto" else ()
+        self.fast = chosen_fast_ops(program, options.get("fast_math", "auto"))
         self._fns = {}
         self._ws = {}
         self._plans = {}      # call signature -> _Plan (bind's checks passed for it once)

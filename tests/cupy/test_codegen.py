@@ -153,9 +153,20 @@ def test_fast_paths_are_the_defaults():
 
 def test_every_op_the_shared_fast_math_rule_picks_has_a_fast_spelling():
     from evt_backends.cupy.codegen.spelling import FAST_SPELLING
-    from evt_backends.gpu.fastmath import FAST_OPS
+    from evt_backends.gpu.fastmath import APPROX_OPS, FAST_OPS
     from evt_backends.numba_cuda.codegen.spelling import FAST_SPELLING as NUMBA_FAST
-    assert set(FAST_SPELLING) == FAST_OPS == set(NUMBA_FAST)
+    assert set(FAST_SPELLING) == APPROX_OPS == set(NUMBA_FAST) and FAST_OPS < APPROX_OPS
+
+
+def test_fast_math_true_takes_every_approximation_and_log_only_then():
+    """fast_math=True (opt-in, Triton's defaults) spells every APPROX_OPS instruction with MUFU,
+    wherever its values go; "auto" never takes LOG (lg2.approx's error is absolute)."""
+    from evt_backends.gpu.fastmath import chosen_fast_ops
+    from tests.numba_cuda.trees import case
+    p = case("bce_uturn", 0, 13, 11, 9)[0].program
+    ops_of = lambda idx: sorted(p.instrs[i].op.value for i in idx)  # noqa: E731
+    assert ops_of(chosen_fast_ops(p, True)) == ["exp", "log", "sigmoid"]
+    assert chosen_fast_ops(p, "auto") == () and chosen_fast_ops(p, False) == ()   # all reach fp32 sums
 
 
 def test_fast_math_auto_only_where_every_result_is_16_bit():

@@ -50,12 +50,14 @@ CUDA_SPELLING = {
 # fast_math=True: these entries replace CUDA_SPELLING's. tanh.approx.f32 (max relative error
 # about 2^-10.99, i.e. ~5e-4: fp16's own rounding step), ex2.approx.ftz.f32 on x*log2(e)
 # (relative error ~2^-22 plus the rounding of the product: ~|x| * 2^-24 relative), and
-# rcp.approx.ftz.f32 for sigmoid's division (~1 ulp). Subnormal results flush to zero.
+# rcp.approx.ftz.f32 for sigmoid's division (~1 ulp), lg2.approx.ftz.f32 times ln 2 for log
+# (absolute error ~2^-22: fastmath.APPROX_OPS, True only). Subnormal results flush to zero.
 # The erf-form GELU and its derivative have no entry: erff has no MUFU approximation, so
 # both stay accurate (gelu_grad's expf included).
 FAST_SPELLING = {
     Op.TANH: "evt_tanh_fast({a})",
     Op.EXP: "evt_exp_fast({a})",
+    Op.LOG: "evt_log_fast({a})",
     Op.SIGMOID: "evt_sigmoid_fast({a})",
     Op.SILU: "{a} * evt_sigmoid_fast({a})",
     Op.GELU_TANH: "evt_gelu_tanh_fast({a})",
@@ -91,6 +93,9 @@ __device__ __forceinline__ float evt_gelu_grad(float x) {{
 __device__ __forceinline__ float evt_tanh_fast(float x) {{ float y; asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }}
 __device__ __forceinline__ float evt_exp_fast(float x) {{
   float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.4426950408889634f)); return y;
+}}
+__device__ __forceinline__ float evt_log_fast(float x) {{
+  float y; asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y * 0.6931471805599453f;
 }}
 __device__ __forceinline__ float evt_rcp_fast(float x) {{ float y; asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }}
 __device__ __forceinline__ float evt_sigmoid_fast(float x) {{ return evt_rcp_fast(1.0f + evt_exp_fast(-x)); }}

@@ -39,12 +39,13 @@ SPELLING = {
     Op.WHERE: "{1} if {0} != ZERO else {2}",
 }
 
-# fast_math="auto" (backends/gpu/fastmath.py): the MUFU forms, term by term as the accurate ones
-# above, for instructions whose values reach only 16-bit stores. Intrinsics of ptx_sm90.py (only
+# fast_math="auto" or True (backends/gpu/fastmath.py): the MUFU forms, term by term as the
+# accurate ones above, for the instructions fastmath.chosen_fast_ops picks. Intrinsics of ptx_sm90.py (only
 # the sm_90a fragment epilogue uses them; the simulator never does).
 FAST_SPELLING = {
     Op.TANH: "tanh_approx({0})",
     Op.EXP: "exp_approx({0})",
+    Op.LOG: "log_approx({0})",          # fast_math=True only (fastmath.APPROX_OPS)
     Op.SIGMOID: "rcp_approx(ONE + exp_approx(-{0}))",
     Op.SILU: "{0} * rcp_approx(ONE + exp_approx(-{0}))",
     Op.GELU_TANH: "HALF * {0} * (ONE + tanh_approx(GELU_K * ({0} + GELU_A * {0} * {0} * {0})))",
