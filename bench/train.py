@@ -22,6 +22,7 @@ import datetime
 import gc
 import json
 import platform
+import re
 import signal
 import statistics
 import sys
@@ -57,6 +58,8 @@ def parse_args(argv=None):
                    help="also time eager, torch.compile (no CUDA graphs) and each evt backend with the whole "
                         "step (forward + backward) captured in one CUDA graph and replayed")
     p.add_argument("--inductor", action="store_true", help="run torch.compile candidates even with --smoke")
+    p.add_argument("--only", default="", metavar="REGEX",
+                   help="time only the candidates whose names match (eager always runs: its error bounds the check)")
     p.add_argument("--setup-timeout", type=float, default=900.0, help="seconds per candidate compile + check")
     p.add_argument("--budget", type=float, default=3600.0, help="seconds for the whole run")
     p.add_argument("--profile", type=int, default=0, metavar="K",
@@ -128,6 +131,9 @@ def candidates(args, device):
         # whole step captured in one graph by `graphed_step`
         out += [(f"{name} ({WHOLE_STEP})", make) for name, make in out
                 if not name.endswith("CUDA graphs)") or "no CUDA graphs" in name]
+    if args.only:
+        keep = re.compile(args.only)
+        out = [(name, make) for name, make in out if name == "eager" or keep.search(name)]
     return out
 
 

@@ -67,3 +67,12 @@ def test_kernel_specs_carry_their_own_options(monkeypatch):
 def torch_module():
     import torch
     return torch.nn.Linear(2, 2)
+
+
+def test_only_keeps_eager_and_the_matching_candidates():
+    from bench import train
+    args = train.parse_args(["--kernels", "numba_cuda,cupy", "--whole-step", "--only", "whole-step"])
+    names = [n for n, _ in train.candidates(args, "cuda")]
+    assert names == ["eager", "eager (whole-step CUDA graph)",
+                     "torch.compile max-autotune (no CUDA graphs) (whole-step CUDA graph)",
+                     "evt (numba_cuda) (whole-step CUDA graph)", "evt (cupy) (whole-step CUDA graph)"]

@@ -119,6 +119,21 @@ def test_fragment_epilogue(name, ab, det, schedule, shape):
         stage
 
 
+@pytest.mark.parametrize("shape", [(0, 1000, 1000, 200), (2, 200, 136, 72)], ids=lambda s: "x".join(map(str, s)))
+def test_fast_math_true_approximates_within_its_tolerance(shape):
+    """fast_math=True: bce_uturn's exp, log and sigmoid, whose values reach fp32 sums, as MUFU
+    approximations (lg2.approx's error is absolute), against the fast-math tolerance the cupy
+    tests use (rtol 5e-3, atol 5e-3 x max |ref| per output)."""
+    tree, A, B, inputs = case("bce_uturn", *shape)
+    k = evt_core.compile(tree, backend="numba_cuda", sm90=True, fast_math=True)
+    got, ref = k(A, B, **inputs), evt_core.interpret(tree, A, B, **inputs)
+    assert "TMA-stored outputs" in k.stages.get("sm90", ""), k.stages
+    for name, r in ref.items():
+        g, r = np.asarray(got[name]).astype(np.float32), np.asarray(r).astype(np.float32)
+        assert g.shape == r.shape and np.allclose(g, r, rtol=5e-3, atol=5e-3 * max(float(np.abs(r).max()), 1e-30)), \
+            f"{name}: max |err| {np.abs(g - r).max()}"
+
+
 def test_fragment_epilogue_falls_back_where_it_cannot_store():
     """Outputs TMA cannot store (rows of 20 x 2 bytes; B K-major so the mainloop still fits) and
     fp32 outputs take the staged epilogue, as does sm90_epilogue="staged"."""
