@@ -103,6 +103,9 @@ run_differential() {   # >= 10,000 checked examples per GPU backend -> different
   { echo "differential run $(date -u +%Y-%m-%dT%H:%MZ), pytest exit $rc"; tail -n 3 "$OUTDIR/differential.log";
     cat "$counts"/*.txt 2>/dev/null | awk '{n[$1] += $2} END {for (b in n) print "checked examples", b, n[b]}'; } \
     > "$OUTDIR/differential.txt"
+  # the per-worker count files are summed above: left in $OUTDIR, their number crowded other
+  # results out of what a remote run brings back
+  rm -rf "$counts"
   cat "$OUTDIR/differential.txt" >&2
   [ $rc -eq 0 ] || { stage "differential FAILED or stopped (exit $rc)"; status=1; }
 }

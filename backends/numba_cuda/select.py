@@ -185,12 +185,16 @@ def sm90_fragment(b, program, in_ptrs, out_ptrs, pingpong, deterministic, measur
     op spelled by libdevice (not in `fast`, the MUFU-spelled instructions) and no reduction.
     Fully unrolled over the fragment, libdevice's tanh made R2 and W1 slower than the staged
     epilogue's compact row loop (R2 127.6 against 106.8 us, W1 166.8 against 114.2); with a
-    reduction the fragment combines win anyway (W2 127.9 against 141.8).
-    `measured=False` (sm90_epilogue="fragment") skips that rule."""
+    reduction the fragment combines win anyway (W2 127.9 against 141.8). Nor, measured on
+    XML-CNN's U-turn forward (bench/RESULTS-train.md, runs 38 and 43-46), for libdevice
+    transcendentals beside an fp32 (M, N) input: exp, log and sigmoid exact on the fragments
+    took 69 us, the staged epilogue 64; with fast_math=True's MUFU spellings 40.
+    `measured=False` (sm90_epilogue="fragment") skips these rules."""
     if program is None or epilogue_fragment.refusal(program) is not None or len(out_ptrs) < len(program.outputs):
         return False
-    if measured and not program.reductions and any(ins.op in _LONG_MATH and i not in fast
-                                                   for i, ins in enumerate(program.instrs)):
+    libdevice = any(ins.op in _LONG_MATH and i not in fast for i, ins in enumerate(program.instrs))
+    fp32_tile_input = any(program.inputs[k].dtype == "float32" for k in tile_inputs(program))
+    if measured and libdevice and (not program.reductions or fp32_tile_input):
         return False
     for ptr, t in zip(out_ptrs, b.outputs):
         sl, sm, sn = t.strides

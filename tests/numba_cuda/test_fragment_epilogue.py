@@ -14,7 +14,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import evt_core  # noqa: E402
 from bench.workloads import WORKLOADS  # noqa: E402
 from evt_backends.gpu import sm90  # noqa: E402
-from evt_backends.gpu.fastmath import fast_ops  # noqa: E402
+from evt_backends.gpu.fastmath import chosen_fast_ops, fast_ops  # noqa: E402
 from evt_backends.numba_cuda import select  # noqa: E402
 from evt_backends.numba_cuda.codegen import epilogue_fragment as ef  # noqa: E402
 from evt_backends.numba_cuda.codegen.mainloop_sm90 import sm90_source  # noqa: E402
@@ -184,13 +184,18 @@ def test_column_vector_staged_once_per_tile_in_the_source(w, pingpong):
 def test_fp32_targets_take_the_fragment_epilogue_read_as_pairs():
     """XML-CNN's U-turn forward (trees.bce_uturn): its fp32 (M, N) targets are staged by cp.async
     in the cooperative schedule and read a column pair per 64-bit shared load; ping-pong has no
-    input buffers. The layout keeps a ring of three slots beside 2 x 34 KB of fp32 rows."""
+    input buffers. The layout keeps a ring of three slots beside 2 x 34 KB of fp32 rows.
+    "auto" takes it with fast_math=True's approximations, not with exact libdevice math."""
     from trees import case
     p = case("bce_uturn", 0, 13, 11, 9)[0].program
     assert ef.refusal(p) is None
     b = _bound(p, M=2048, N=4096)
-    assert select.sm90_fragment(b, p, PTRS, PTRS, False, False, fast=fast_ops(p))
-    assert not select.sm90_fragment(b, p, PTRS, PTRS, True, False, fast=fast_ops(p))
+    fast = chosen_fast_ops(p, True)                # fast_math=True: exp, log, sigmoid by MUFU
+    assert select.sm90_fragment(b, p, PTRS, PTRS, False, False, fast=fast)
+    assert not select.sm90_fragment(b, p, PTRS, PTRS, True, False, fast=fast)
+    # "auto" keeps them exact (they reach fp32 sums): measured faster staged, unless forced
+    assert not select.sm90_fragment(b, p, PTRS, PTRS, False, False, fast=fast_ops(p))
+    assert select.sm90_fragment(b, p, PTRS, PTRS, False, False, measured=False, fast=fast_ops(p))
     lay = ef.FragLayout(p, 128, False, False)
     assert lay.fits and lay.stages >= 3 and list(lay.aux) == [1], (lay.stages, lay.aux)
     group = ef._Writer(p, lay, ["acc"], False).group_function()
