@@ -2,10 +2,11 @@
 (MUFU: tanh.approx, ex2.approx, rcp.approx, lg2.approx), one rule for both backends: the
 backend option fast_math, "auto" (the default), True or False (chosen_fast_ops).
 
-An approximation is taken only where every value it feeds, directly or through later uses, ends
-in a 16-bit store: no fp32 output and no reduction sees it, so its error (about 2^-11 relative for
-tanh.approx, ex2.approx a few fp32 ulp) stays at or below the stored value's own rounding. Each
-backend spells FAST_OPS in its own language, term by term as the op table's NumPy definition."""
+Under "auto" an approximation is taken only where every value it feeds, directly or through
+later uses, ends in a 16-bit store: no fp32 output and no reduction sees it, so its error (about
+2^-11 relative for tanh.approx, ex2.approx a few fp32 ulp) stays at or below the stored value's
+own rounding. Each backend spells APPROX_OPS in its own language, term by term as the op
+table's NumPy definition."""
 from evt_core.tree.ops import REDUCTIONS, Op
 
 FAST_OPS = frozenset({Op.TANH, Op.EXP, Op.SIGMOID, Op.SILU, Op.GELU_TANH, Op.GELU_TANH_GRAD})

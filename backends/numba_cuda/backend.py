@@ -42,11 +42,13 @@ class NumbaCudaBackend(Backend):
         # writes the outputs by TMA stores where the call allows it (select.sm90_fragment: 16-bit
         # N-contiguous outputs, stageable (M, N) inputs), else the "staged" one (fp32 fragments
         # through shared memory into the SIMT epilogue: every op and reduction); "auto" takes the
-        # fragment epilogue except where measured slower (transcendentals without a reduction).
+        # fragment epilogue except where measured slower (libdevice transcendentals without a
+        # reduction, or beside an fp32 (M, N) input).
         "sm90_epilogue": "auto",
         # "auto": the fragment epilogue spells tanh / exp / sigmoid / silu / gelu_tanh(_grad) with
         # the MUFU approximations where their values reach only 16-bit stores
-        # (backends/gpu/fastmath.py, the cupy backend's rule); False: libdevice everywhere.
+        # (backends/gpu/fastmath.py, the cupy backend's rule); True: those and log wherever their
+        # values go (Triton's defaults); False: libdevice everywhere.
         "fast_math": "auto",
     }
 
