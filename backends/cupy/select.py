@@ -9,6 +9,7 @@ from evt_core.tree.ops import Op
 from .codegen import sm80, sm90
 from .codegen.plan import N_BROADCAST, N_GENERIC, N_UNIT, N_UNIT_PAIR, Spec, TileConfig
 from ..gpu.fastmath import fast_ops  # noqa: F401  (the shared rule; backend.py imports it from here)
+from ..gpu.sm90 import tma_rows_ok
 
 SMEM_LIMIT = 232448          # 227 KB: the per-block opt-in maximum on sm_90
 _ITEM = {"float32": 4, "float16": 2, "bfloat16": 2}
@@ -26,11 +27,6 @@ def n_class(strides, ptr, dtype):
     return N_GENERIC
 
 
-def _rows16(ptr, row_stride, batch_stride, item):
-    """TMA's rule: base and every outer stride 16-byte aligned."""
-    return ptr % 16 == 0 and (row_stride * item) % 16 == 0 and (batch_stride * item) % 16 == 0
-
-
 def a_layout(a_strides, ptr, item, mn_major_tma):
     """(K-major, TMA can load it) for an A of strides (L, M, K): a K-major A needs 16-byte
     aligned rows along M; an M-major A (unit M stride, with option a_mn_major_tma) is loaded as
@@ -38,7 +34,7 @@ def a_layout(a_strides, ptr, item, mn_major_tma):
     A this says TMA cannot take."""
     aL, aM, aK = a_strides
     kmajor = not (mn_major_tma and aM == 1 and aK != 1)
-    return kmajor, (_rows16(ptr, aM, aL, item) and aK == 1 if kmajor else _rows16(ptr, aK, aL, item))
+    return kmajor, (tma_rows_ok(ptr, aM, aL, item) and aK == 1 if kmajor else tma_rows_ok(ptr, aK, aL, item))
 
 
 def _async_ok(ptr, row_stride, batch_stride, inner_extent, item):
@@ -58,7 +54,7 @@ def decide_spec(program, bound, options, cc, report=None):
     pa, pb = bound.A.ptr, bound.B.ptr
     b_kmajor = bK == 1 and bN != 1
     a_kmajor, a_tma = a_layout(bound.a_strides, pa, item, options.get("a_mn_major_tma"))
-    b_tma = (_rows16(pb, bN, bL, item) if b_kmajor else bN == 1 and _rows16(pb, bK, bL, item))
+    b_tma = (tma_rows_ok(pb, bN, bL, item) if b_kmajor else bN == 1 and tma_rows_ok(pb, bK, bL, item))
     want = options["mainloop"]
     can90 = cc >= (9, 0) and cc < (10, 0) and dt != "float32" and a_tma and b_tma
     if want == "sm90" and not can90:
@@ -84,7 +80,7 @@ def decide_spec(program, bound, options, cc, report=None):
             why = ("fp32" if op.dtype == "float32" else
                    "batched call, output without the L axis" if not (spans[0] or not program.batched or bound.L == 1)
                    else f"strides {t.strides}: TMA needs unit N stride and 16-byte aligned base and rows"
-                   if not (sN == 1 and _rows16(t.array.ptr, sM, sL, 2)) else "")
+                   if not (sN == 1 and tma_rows_ok(t.array.ptr, sM, sL, 2)) else "")
             if why:
                 report.append(f"output {op.name!r}: direct stores ({why})")
             else:
@@ -106,7 +102,7 @@ def decide_spec(program, bound, options, cc, report=None):
                 # row-major 16-bit M x N tiles with 16-byte aligned rows (TMA's rule); an input
                 # without the L axis of a batched program is the same 2-D tile for every batch
                 if (op.dtype != "float32" and sN == 1 and (sM != 0)
-                        and _rows16(t.array.ptr, sM, sL if spans[0] else 0, 2)):
+                        and tma_rows_ok(t.array.ptr, sM, sL if spans[0] else 0, 2)):
                     aux.append(i)
                 else:
                     why = ("fp32" if op.dtype == "float32" else
