@@ -25,7 +25,8 @@ def ever_internal(g: Graph, u: str, v: str) -> bool:
 
 def fits_frame(shape, frame) -> bool:
     """May a computing elementwise node of this shape (optable.RESHAPING ops are exempt: an
-    operand layout, a column split's select) sit in the epilogue of a GEMM whose output is `frame`? Yes when it has the frame's element count (the frame itself, or a view or permute
+    operand layout, a column split's select) sit in the epilogue of a GEMM whose output is
+    `frame`? Yes when it has the frame's element count (the frame itself, or a view or permute
     of it) or broadcasts onto it (a row or column vector, a scalar). A smaller value of another
     shape (the (N2,) bias gradient of another layer) has no place in the epilogue's frame."""
     if prod(shape) == prod(frame):

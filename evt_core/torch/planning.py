@@ -21,6 +21,7 @@ from ..partition.lowering import group_tree
 from ..partition.fx_import import aten_name, from_fx
 from ..partition.optable import ALIASES, GEMMS, Kind
 from ..partition.passes.decompose_loss import BCE_WITH_LOGITS
+from ..partition.refine import layouts_with_their_gemm
 from . import ops as evt_ops
 
 _IDENTITY = frozenset({"detach", "alias", "lift_fresh_copy"})   # the importer drops these
@@ -61,7 +62,7 @@ def plan_graph(gm, passes: bool = True, solver: str = "bnb", time_limit: float |
     g = from_fx(gm)
     if passes:
         g = run_pipeline(g)
-    plan = _layouts_with_their_gemm(g, partition(g, solver=solver, time_limit=time_limit))
+    plan = layouts_with_their_gemm(g, partition(g, solver=solver, time_limit=time_limit))
     out = JointPlan(g, plan)
     where = {n: k for k, grp in enumerate(plan.groups) for n in grp}
     needed = {u for n, k in where.items() for u in g.nodes[n].inputs if where.get(u, k) != k} | set(g.outputs)
@@ -81,42 +82,6 @@ def plan_graph(gm, passes: bool = True, solver: str = "bnb", time_limit: float |
         except (Unfusible, EvtError) as err:
             out.refused[k] = str(err).splitlines()[0]
     return out
-
-
-def _layouts_with_their_gemm(g, plan: Plan) -> Plan:
-    """Move each 2-D transpose that only GEMMs of one other group read into that group, where
-    it is the GEMM operand's layout (a strided read), instead of a permuted store of the group
-    that computes its source. Invariant: the plan's cost is unchanged (the cut edge moves from
-    the transpose's output to its input, the same bytes), and a move that would break a
-    legality rule is not made. Why: the solver sees a tie, but a permuted store is a column-major
-    epilogue store (no TMA store, no packed 16-bit writes), while a transposed GEMM operand is
-    an MN-major TMA load."""
-    from ..partition import plan_cost
-    groups = [list(grp) for grp in plan.groups]
-    where = {n: k for k, grp in enumerate(groups) for n in grp}
-    users = g.users()
-    moved = False
-    for name, k in list(where.items()):
-        node = g.nodes[name]
-        readers = users[name]
-        if node.op not in _LAYOUT or len(node.shape) != 2 or name in g.outputs or not readers:
-            continue
-        homes = {where[u] for u in readers}
-        if len(homes) != 1 or k in homes or not all(g.nodes[u].op in GEMMS for u in readers):
-            continue
-        target = homes.pop()
-        trial = [list(grp) for grp in groups]
-        trial[k].remove(name)
-        trial[target].insert(0, name)
-        try:
-            Plan(g, trial, 0, False).check()
-        except EvtError:
-            continue
-        groups, where[name], moved = trial, target, True
-    if not moved:
-        return plan
-    groups = [grp for grp in groups if grp]
-    return Plan(g, groups, plan_cost(g, groups), plan.optimal, plan.stats)
 
 
 def _check_static(gm) -> None:

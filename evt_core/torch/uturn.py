@@ -6,8 +6,7 @@ rewrites of aot_autograd's joint fx graph make that value forward work:
 
 1. `sink_scalar_tangents` (before planning) moves the multiplication by a 0-d tangent past
    the linear ops that consume it (layouts, dtype casts, scalings by a number, GEMMs, sums):
-   mm(t(g·X), W) becomes
-   g·mm(t(X), W). X no longer depends on a tangent, so the partitioner may put it in the
+   mm(t(g·X), W) becomes g·mm(t(X), W). X no longer depends on a tangent, so the partitioner may put it in the
    epilogue of the forward GEMM that produces its operand.
 2. `pull_into_forward` (after planning) moves the tangent-free nodes of groups anchored in the
    forward into the forward half, so torch's partitioner saves X (as big as the GEMM output
@@ -91,8 +90,7 @@ def _is_primal(n) -> bool:
 def _tangent_dependent(graph) -> set:
     dep = set()
     for n in graph.nodes:
-        if _is_tangent(n) or any(
-                i in dep for i in n.all_input_nodes):
+        if _is_tangent(n) or any(i in dep for i in n.all_input_nodes):
             dep.add(n)
     return dep
 

@@ -3,6 +3,8 @@ softmax anchor plus elementwise ops and sums, which reduction elimination then s
 BCE-with-logits becomes elementwise ops and a sum, which a GEMM epilogue computes."""
 from __future__ import annotations
 
+from math import prod
+
 from ..graph import Graph
 from .rewrite import rewrite
 
@@ -72,10 +74,7 @@ def _bce_with_logits(node, out: Graph, ins):
     if reduction == "none":
         return out.add("mul", value, 1.0, name=_keep(out, node.name)).name
     if reduction == "mean":   # scaled before the sum, so the loss stays one reduction (one kernel output)
-        count = 1
-        for e in out.nodes[x].shape:
-            count *= e
-        value = out.add("mul", value, 1.0 / count)
+        value = out.add("mul", value, 1.0 / prod(out.nodes[x].shape))
     return out.add("sum", value, name=_keep(out, node.name)).name
 
 

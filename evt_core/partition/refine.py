@@ -1,0 +1,45 @@
+"""Refinements of a solved plan that keep its cost and legality but choose, among tied plans,
+the one the GPU kernels run best."""
+from __future__ import annotations
+
+from .cost import plan_cost
+from .errors import PartitionError
+from .graph import Graph
+from .legality import check_plan
+from .optable import GEMMS, LAYOUT_INTO_GEMM
+from .plan import Plan
+
+
+def layouts_with_their_gemm(g: Graph, plan: Plan) -> Plan:
+    """Move each 2-D transpose that only GEMMs of one other group read into that group, where
+    it is the GEMM operand's layout (a strided read), instead of a permuted store of the group
+    that computes its source. Invariant: the plan's cost is unchanged (the cut edge moves from
+    the transpose's output to its input, the same bytes), and a move that would break a
+    legality rule is not made. Why: the solver sees a tie, but a permuted store is a column-major
+    epilogue store (no TMA store, no packed 16-bit writes), while a transposed GEMM operand is
+    an MN-major TMA load."""
+    groups = [list(grp) for grp in plan.groups]
+    where = {n: k for k, grp in enumerate(groups) for n in grp}
+    users = g.users()
+    moved = False
+    for name, k in list(where.items()):
+        node = g.nodes[name]
+        readers = users[name]
+        if node.op not in LAYOUT_INTO_GEMM or len(node.shape) != 2 or name in g.outputs or not readers:
+            continue
+        homes = {where[u] for u in readers}
+        if len(homes) != 1 or k in homes or not all(g.nodes[u].op in GEMMS for u in readers):
+            continue
+        target = homes.pop()
+        trial = [list(grp) for grp in groups]
+        trial[k].remove(name)
+        trial[target].insert(0, name)
+        try:
+            check_plan(g, trial)
+        except PartitionError:
+            continue
+        groups, where[name], moved = trial, target, True
+    if not moved:
+        return plan
+    groups = [grp for grp in groups if grp]
+    return Plan(g, groups, plan_cost(g, groups), plan.optimal, plan.stats)
