@@ -277,7 +277,8 @@ def run_case(args, wl, dtype_name, device, cands, bench, deadline):
                 row["evt"] = {"graphs": len(reps), "fused": sum(len(r.fused) for r in reps),
                               "gemm_groups": sum(len(r.fused) + len(r.unfused) for r in reps),
                               "bytes_saved": sum(r.bytes_saved for r in reps),
-                              "unfused": [f"{r.name} #{k}: {v}" for r in reps for k, v in r.unfused.items()][:6]}
+                              "unfused": [f"{r.name} #{k}: {v}" for r in reps for k, v in r.unfused.items()][:6],
+                              "rest": sorted({r.rest for r in reps if r.rest})}
             live.append((row, replay if whole else partial(step, model, net, low, cudagraphs)))
         except Exception as e:  # noqa: BLE001 - one candidate's failure is a row, not a crash
             row["status"] = f"failed: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
@@ -297,13 +298,14 @@ def run_case(args, wl, dtype_name, device, cands, bench, deadline):
             row["ms"] = statistics.median(times[id(row)])
             row["rounds"] = len(times[id(row)])
         if args.profile and device == "cuda" and row["status"] == "ok":
-            row["kernels"] = top_kernels(fn, args.profile)
+            row["kernels"], row["gpu_us"] = top_kernels(fn, args.profile)
     return rows
 
 
 def top_kernels(fn, k):
-    """[(kernel name, µs per step, calls per step)] of the k GPU kernels that take the most
-    time over 3 profiled steps: where a candidate's step goes."""
+    """([(kernel name, µs per step, calls per step)] of the k GPU kernels that take the most
+    time over 3 profiled steps, µs per step of all GPU kernels): where a candidate's step goes,
+    and how much of it the GPU is busy (the rest is launch gaps and host work)."""
     import torch
     from torch.profiler import ProfilerActivity, profile
     fn()
@@ -314,7 +316,8 @@ def top_kernels(fn, k):
         torch.cuda.synchronize()
     rows = [(e.key, e.device_time_total / 3, e.count / 3) for e in prof.key_averages() if e.device_time_total > 0]
     rows.sort(key=lambda r: -r[1])
-    return [(name[:90], round(us, 1), round(n, 1)) for name, us, n in rows[:k]]
+    total = sum(us for _, us, _ in rows)
+    return [(name[:90], round(us, 1), round(n, 1)) for name, us, n in rows[:k]], round(total, 1)
 
 
 def targets(rows):
@@ -365,7 +368,8 @@ def markdown(args, rows, meta) -> str:
     if profiled:
         lines += ["", "## Where a step goes: costliest GPU kernels (torch.profiler, 3 steps)", ""]
         for r in profiled:
-            lines += [f"- {r['workload']} {r['dtype']} {r['candidate']}: " + "; ".join(
+            busy = f" (all kernels {r['gpu_us']:.0f} µs per step)" if r.get("gpu_us") else ""
+            lines += [f"- {r['workload']} {r['dtype']} {r['candidate']}{busy}: " + "; ".join(
                 f"`{n}` {us:.0f} µs ×{c:g}" for n, us, c in r["kernels"])]
     failed = [r for r in rows if "trace" in r]
     if failed:

@@ -26,7 +26,10 @@ def backend(kernels: str = "auto", **options):
     into a batch dimension, e.g. attention heads, as a batched GEMM with strided A, so that
     group fuses; default False until it is measured on a GPU), uturn (compute a loss compiled
     with its model and its gradient in the forward GEMM's epilogue: evt_core/torch/uturn.py;
-    default True), and any compile option of the kernel backend."""
+    default True), rest (how the ops outside evt kernels run: "inductor" compiles them with
+    TorchInductor around the evt kernels, "torch" runs the graph's ATen ops one kernel each,
+    "auto", the default, takes inductor for CUDA graphs and torch ops on the CPU:
+    evt_core/torch/inductor.py), and any compile option of the kernel backend."""
     from .compiler import EvtBackend
     return EvtBackend(kernels=kernels, **options)
 

@@ -13,8 +13,13 @@ import copy
 import threading
 import warnings
 
-from ..errors import EvtError
+from ..errors import ArgumentError, EvtError
 from .report import Report
+
+# How the ops outside evt kernels run: "torch" (the graph's ATen ops, one kernel each),
+# "inductor" (compiled by TorchInductor around the evt ops: inductor.py), "auto" (inductor for
+# CUDA graphs where it is available, torch ops on the CPU, where it would only cost compile time)
+REST = ("auto", "inductor", "torch")
 
 _REPORTS: list[Report] = []
 _LOCK = threading.Lock()
@@ -25,9 +30,11 @@ class EvtBackend:
 
     def __init__(self, kernels: str = "auto", passes: bool = True, solver: str = "bnb",
                  time_limit: float | None = 30.0, strict: bool = False, cudagraphs: bool = False,
-                 rebatch: bool = False, uturn: bool = True, **kernel_options):
+                 rebatch: bool = False, uturn: bool = True, rest: str = "auto", **kernel_options):
+        if rest not in REST:
+            raise ArgumentError(f"backend(rest={rest!r}): pick one of {REST} (how the ops outside evt kernels run)")
         self.kernels, self.passes, self.solver, self.rebatch = kernels, passes, solver, rebatch
-        self.uturn = uturn
+        self.uturn, self.rest = uturn, rest
         self.time_limit, self.strict, self.kernel_options = time_limit, strict, kernel_options
         self.cudagraphs = cudagraphs
 
@@ -38,7 +45,8 @@ class EvtBackend:
                             partition_fn=c.partition)(gm, example_inputs)
 
     def __repr__(self) -> str:
-        return f"evt_core.torch.backend(kernels={self.kernels!r}, passes={self.passes}, cudagraphs={self.cudagraphs})"
+        return (f"evt_core.torch.backend(kernels={self.kernels!r}, passes={self.passes}, cudagraphs={self.cudagraphs}, "
+                f"rest={self.rest!r})")
 
 
 class _Compilation:
@@ -46,8 +54,9 @@ class _Compilation:
 
     def __init__(self, be: EvtBackend, n_inputs: int):
         from .cudagraphs import CudaGraphs
-        self.be, self.joint = be, None
+        self.be, self.joint, self.n_inputs = be, None, n_inputs
         self.graphs = CudaGraphs(n_inputs) if be.cudagraphs else None
+        self.inductor = None      # InductorHalves once the first half chose inductor
         with _LOCK:
             self.report = Report(f"graph {len(_REPORTS)}")
             _REPORTS.append(self.report)
@@ -79,11 +88,59 @@ class _Compilation:
             self.report.placed.update({k: half for k in placed})
             for k, why in refused.items():
                 self.report.refused.setdefault(k, why)
+        if self._runs_inductor(half, example_inputs):
+            try:
+                if half == "backward":
+                    return self.inductor.backward(gm, example_inputs)
+                return self.inductor.forward(gm, example_inputs, is_inference=half == "inference")
+            except Exception as err:  # noqa: BLE001 - the graph still runs, as torch ops
+                if self.be.strict:
+                    raise
+                self.report.rest = f"torch (inductor failed on the {half} graph: {type(err).__name__}: {err})"
+                warnings.warn(f"evt: {self.report.name}: {self.report.rest}", stacklevel=3)
+                return self._inductor_fallback(gm, half)
         if self.graphs is None:
             return make_boxed_func(gm)
         if half == "backward":
             return self.graphs.backward(gm, example_inputs)
         return self.graphs.forward(gm, example_inputs, is_inference=half == "inference")
+
+    def _runs_inductor(self, half, example_inputs) -> bool:
+        """Whether inductor compiles this half: decided by the first half compiled (forward or
+        inference) and kept for the backward, which shares its CUDA-graph state."""
+        if half == "backward":
+            return self.inductor is not None
+        from .inductor import InductorHalves, available
+        devices = {x.device.type for x in example_inputs if hasattr(x, "device")}
+        rest = self.be.rest
+        if rest == "auto":
+            rest = "inductor" if "cuda" in devices else "torch"
+        why = available(devices) if rest == "inductor" else None
+        if why is not None:
+            if self.be.rest == "inductor" and self.be.strict:
+                raise ArgumentError(f"backend(rest='inductor'): {why}")
+            rest = "torch"
+        self.report.rest = rest if why is None else f"torch ({why})"
+        if rest == "inductor":
+            self.inductor = InductorHalves(self.n_inputs, self.be.cudagraphs)
+        return rest == "inductor"
+
+    def _inductor_fallback(self, gm, half):
+        """A half inductor could not compile runs as its ATen ops. A backward whose forward runs
+        in inductor's CUDA-graph tree tells the tree's manager that it runs (as CudaGraphs does)."""
+        from torch._functorch.aot_autograd import make_boxed_func
+        boxed = make_boxed_func(gm)
+        if half != "backward" or not self.be.cudagraphs:
+            return boxed
+        from torch._inductor.cudagraph_trees import get_manager
+        manager = get_manager(self.inductor.device.value or 0, create_if_none_exists=False)
+
+        def run(args):
+            if manager is not None:
+                manager.set_to_running_backward()
+            return boxed(args)
+        run._boxed_call = True
+        return run
 
     def _give_up(self, err) -> None:
         """Planning or rewriting failed: raise if strict, else warn and run torch's graph.

@@ -14,7 +14,9 @@ class Report:
     indices of the groups that run as evt kernels. `unfused`: {group index: reason} for the
     GEMM groups that run as torch ops instead (as in `RunResult`). `placed`: {fused group:
     the compiled graph it runs in, "forward", "backward" or "inference"}. `pulled`: backward nodes
-    the U-turn moved into the forward (`uturn.py`). `bytes_saved`: bytes on
+    the U-turn moved into the forward (`uturn.py`). `rest`: how the ops outside evt
+    kernels ran, "inductor" or "torch" (with the reason when inductor was asked for and not
+    used: `backend(rest=...)`). `bytes_saved`: bytes on
     edges the plan keeps inside groups, against running every node as its own kernel."""
     name: str
     plan: object = None
@@ -23,6 +25,7 @@ class Report:
     refused: dict = field(default_factory=dict)     # reasons found so far, per group
     pending: set = field(default_factory=set)       # halves (forward/backward) not compiled yet
     pulled: list = field(default_factory=list)      # fx nodes moved into the forward (uturn.pull_into_forward)
+    rest: str = ""                                  # how the other ops ran: "inductor" | "torch" (and why)
     error: str | None = None
 
     @property
