@@ -48,10 +48,15 @@ class InductorHalves:
         return self._compile(gm, inputs, count_tangents(gm), is_backward=True, is_inference=False)
 
     def _compile(self, gm, inputs, fixed, is_backward, is_inference):
+        from torch._inductor import config
         from torch._inductor.compile_fx import compile_fx_inner
-        return compile_fx_inner(decomposed(gm, inputs), inputs, static_input_idxs=list(range(fixed)),
-                                cudagraphs=self.cudagraphs, graph_id=self.graph_id, is_backward=is_backward,
-                                is_inference=is_inference, boxed_forward_device_index=self.device)
+        # The flag must be in inductor's config as well as in the call: with graph partitions
+        # (torch >= 2.9) the scheduler reads the config, and with it off makes no capturable
+        # partition, so the graph would run uncaptured (measured: BERT-Large 4.5 ms, not 2.7)
+        with config.patch({"triton.cudagraphs": bool(self.cudagraphs)}):
+            return compile_fx_inner(decomposed(gm, inputs), inputs, static_input_idxs=list(range(fixed)),
+                                    cudagraphs=self.cudagraphs, graph_id=self.graph_id, is_backward=is_backward,
+                                    is_inference=is_inference, boxed_forward_device_index=self.device)
 
 
 def decomposed(gm, inputs):

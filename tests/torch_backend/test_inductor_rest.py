@@ -92,3 +92,14 @@ def test_inductor_failure_runs_the_half_as_torch_ops(monkeypatch, kernel_calls):
     torch.testing.assert_close(out, model(x), rtol=1e-5, atol=1e-6)
     (rep,) = et.reports()
     assert rep.rest.startswith("torch (inductor failed") and kernel_calls
+
+
+def test_cudagraphs_with_inductor_falls_back_on_cpu(kernel_calls):
+    """cudagraphs=True goes to inductor's own CUDA-graph trees, which skip CPU graphs."""
+    from .models import mlp
+    be = et.backend(rest="inductor", cudagraphs=True, strict=True)
+    history = train_side_by_side(mlp(), torch.randn(6, 16), None, lambda y, _: y.square().mean(), be, steps=2)
+    for ours, eager, grad_diff in history:
+        assert ours == pytest.approx(eager, rel=1e-5, abs=1e-6) and grad_diff < 1e-5
+    (rep,) = et.reports()
+    assert rep.rest == "inductor" and kernel_calls
