@@ -1,0 +1,117 @@
+"""Every fused GEMM group of a training step, timed alone against cuBLAS on its own operands:
+`python3 -m bench.group_kernels --workload bert [--kernels cupy,numba_cuda] [--dtype float16]`.
+
+One step of the workload runs through `torch.compile(backend=evt)` (ATen ops for the rest, so
+the compile is quick) with every `torch.ops.evt.run` call recorded: its kernel key and clones
+of its operands. Each recorded call is then timed in interleaved rounds of do_bench, as the
+evt kernel with its whole epilogue and as `torch.matmul(A, B)` on the same (possibly strided)
+operands, cuBLAS without any epilogue: the floor a fused kernel approaches. Where a step
+spends its time inside evt kernels, this says which groups lose to cuBLAS and by how much.
+`--smoke` runs the tiny CPU shapes through the NumPy kernels (checks the tool, times nothing
+worth reading)."""
+import argparse
+import statistics
+import sys
+import time
+
+
+def record_calls(workload, dtype, kernels, smoke):
+    """[(key, A, B, inputs, scalars)] of one compiled training step's evt calls, operands cloned."""
+    import torch
+
+    import evt_core.torch as et
+    import evt_core.torch.ops as evt_ops
+    from bench.train import objective, step
+    from bench.train_workloads import WORKLOADS
+    device = "cpu" if smoke else "cuda"
+    torch.manual_seed(0)
+    model, inputs, loss_fn = WORKLOADS[workload].build(smoke)
+    dt = getattr(torch, dtype)
+    model = model.to(device, dt)
+    x, *targets = (t.to(device) for t in inputs)      # as bench/train.py: the input in dtype, targets as built
+    inputs = (x.to(dt), *targets)
+    et.register()
+    net = torch.compile(objective(model, loss_fn), dynamic=False,
+                        backend=et.backend(kernels=kernels, rest="torch", strict=True))
+    step(model, net, inputs, False)              # compile outside the recording
+    calls, real = [], evt_ops._run
+
+    def recording(key, A, B, ins, scalars):
+        calls.append((key, _strided_clone(A), _strided_clone(B), [_strided_clone(x) for x in ins], list(scalars)))
+        return real(key, A, B, ins, scalars)
+    evt_ops._run = recording
+    try:
+        step(model, net, inputs, False)
+    finally:
+        evt_ops._run = real
+    return calls
+
+
+def _strided_clone(x):
+    """A copy with x's strides (a weight gradient's A is a transposed view: its layout matters)."""
+    import torch
+    out = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=x.device)
+    out.copy_(x)
+    return out
+
+
+def describe(key, A, B):
+    import evt_core.torch.ops as evt_ops
+    program = evt_ops.entry(key).tree.program
+    L = A.shape[0] if A.dim() == 3 else (B.shape[0] if B.dim() == 3 else 1)
+    M, K, N = A.shape[-2], A.shape[-1], B.shape[-1]
+    a_major = "K" if A.stride(-1) == 1 else "M"
+    b_major = "N" if B.stride(-1) == 1 else "K"
+    return dict(L=L, M=M, N=N, K=K, layout=f"A {a_major}-major, B {b_major}-major", results=list(program.result_names),
+                gflop=2 * L * M * N * K / 1e9)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--workload", default="bert")
+    ap.add_argument("--kernels", default="cupy", help="comma-separated GPU backends, each its own column")
+    ap.add_argument("--dtype", default="float16")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--smoke", action="store_true")
+    args = ap.parse_args(argv)
+    import torch
+    kernels = args.kernels.split(",")
+    recorded = {k: record_calls(args.workload, "float32" if args.smoke else args.dtype, k, args.smoke)
+                for k in kernels}
+    first = recorded[kernels[0]]
+    print(f"# evt groups of one {args.workload} {args.dtype} step against cuBLAS "
+          f"({'CPU smoke' if args.smoke else torch.cuda.get_device_name()}, "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {args.rounds} interleaved rounds)\n")
+    if args.smoke:
+        for key, A, B, ins, sc in first:
+            print(describe(key, A, B))
+        return 0
+    from triton.testing import do_bench
+    import evt_core.torch.ops as evt_ops
+    head = "| # | L×M×N×K | layout | results | cuBLAS µs | " + " | ".join(f"{k} µs (× cuBLAS)" for k in kernels) + " |"
+    print(head + "\n|" + "---|" * (5 + len(kernels)))
+    totals = {k: 0.0 for k in ["cublas"] + kernels}
+    for i, (key, A, B, ins, sc) in enumerate(first):
+        fns = {"cublas": lambda A=A, B=B: torch.matmul(A, B)}
+        for k in kernels:
+            kk, kA, kB, kins, ksc = recorded[k][i]
+            fns[k] = lambda kk=kk, kA=kA, kB=kB, kins=kins, ksc=ksc: evt_ops._run(kk, kA, kB, kins, ksc)
+        times = {name: [] for name in fns}
+        for r in range(args.rounds):
+            order = list(fns)[r % len(fns):] + list(fns)[:r % len(fns)]
+            for name in order:
+                times[name].append(do_bench(fns[name], warmup=25, rep=100, return_mode="median") * 1e3)
+        med = {name: statistics.median(v) for name, v in times.items()}
+        for name, v in med.items():
+            totals[name] += v
+        d = describe(key, A, B)
+        cells = " | ".join(f"{med[k]:.1f} ({med[k] / med['cublas']:.2f})" for k in kernels)
+        print(f"| {i} | {d['L']}×{d['M']}×{d['N']}×{d['K']} | {d['layout']} | {', '.join(d['results'])} | "
+              f"{med['cublas']:.1f} | {cells} |", flush=True)
+    cells = " | ".join(f"**{totals[k]:.0f}** ({totals[k] / totals['cublas']:.2f})" for k in kernels)
+    print(f"| all | | | | **{totals['cublas']:.0f}** | {cells} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,18 @@
+"""bench.group_kernels on the CPU: one smoke step's evt calls are recorded with their operands."""
+import pytest
+
+pytest.importorskip("torch")
+
+
+def test_smoke_step_records_every_fused_group(capsys):
+    import evt_core.torch as et
+    from bench import group_kernels
+    et.clear_reports()
+    calls = group_kernels.record_calls("bert", "float32", "numpy", smoke=True)
+    (rep,) = et.reports()[-1:]
+    assert len(calls) == len(rep.fused) > 0                # one call per fused group of the step
+    key, A, B, ins, scalars = calls[0]
+    d = group_kernels.describe(key, A, B)
+    assert d["M"] == A.shape[-2] and d["K"] == A.shape[-1] == B.shape[-2] and d["results"]
+    # the clones keep the operands' layouts (a weight gradient's A is a transposed view)
+    assert any(c[1].stride(-1) != 1 for c in calls)
