@@ -7,9 +7,14 @@ is a Python float (Python and NumPy numbers and 0-d arrays are accepted; strings
 complex numbers and arrays with more than one element are refused); no argument is a masked
 array; no NumPy array has a negative or misaligned stride (those are copied, see `_plain`);
 anything else is left for `evt_core.bind.bind` to check against the Program.
+
+`fast_signature` is the other way in, for the repeated call: it admits only calls that
+normalize_call would hand on unchanged, so a backend may skip normalize_call for them (see
+evt_core.backend.Kernel.__call__).
 """
 import math
 import numbers
+import os
 
 import numpy as np
 
@@ -116,3 +121,75 @@ def _refuse_masked(what, x):
     if isinstance(x, np.ndarray) and isinstance(x, np.ma.MaskedArray):   # np.ma only for NumPy arrays
         raise ArgumentError(f"{what} is a masked array; kernels read every element and would ignore the mask. "
                             f"Pass x.filled(value) (or np.ma.getdata(x) to use the data as is)")
+
+
+def fast_signature(A, B, inputs):
+    """(key, values) of a call `kernel(A, B, **inputs)` that normalize_call passes unchanged,
+    or None for any other call (which then takes normalize_call and the checked path).
+
+    Admitted: A, B and every array input CUDA torch tensors or CuPy arrays (no masks, no host
+    copies), every other input a Python float within float32's range (what scalar_value
+    returns as is). key holds per array (shape, strides, dtype, device, 16-byte alignment) and
+    every input's name, in call order; values the arrays' data pointers and the floats, in the
+    same order. Which names are scalars is not checked: a backend may only replay a key that a
+    fully checked call produced (its names then passed bind)."""
+    pa, pb = _part_of(type(A))(A), _part_of(type(B))(B)
+    if pa is None or pb is None:
+        return None
+    key, values = [pa[0], pb[0]], [pa[1], pb[1]]
+    for name, v in inputs.items():
+        if type(v) is float:       # a name alone: a str never equals an array's (name, part)
+            if abs(v) > FP32_MAX and math.isfinite(v):
+                return None        # scalar_value refuses it or rounds it: the checked path decides
+            key.append(name)
+            values.append(v)
+            continue
+        part = _part_of(type(v))(v)
+        if part is None:
+            return None
+        key.append((name, part[0]))
+        values.append(part[1])
+    return tuple(key), values
+
+
+_PARTS = {}     # type -> its function (x -> (key part, pointer) or None): classified once per type
+
+
+def _part_of(t):
+    f = _PARTS.get(t)
+    if f is None:     # the library by top-level module, as backends/gpu/arrays.array_kind decides
+        lib = t.__module__.partition(".")[0]
+        f = _PARTS[t] = _torch_part if lib == "torch" else _cupy_part if lib == "cupy" else _no_part
+    return f
+
+
+def _torch_part(x):
+    if not x.is_cuda:
+        return None
+    p = x.data_ptr()
+    return (x.shape, x.stride(), x.dtype, x.device, p & 15 == 0), p
+
+
+def _cupy_part(x):
+    p = x.data.ptr
+    return (x.shape, x.strides, x.dtype, x.device.id, p & 15 == 0), p
+
+
+def _no_part(x):
+    return None
+
+
+# EVT_POISON=1 (evt_core.env's flag: outputs NaN-filled first), read on every call as a lookup in
+# os.environ's own store: os.environ.get costs ~1.7 us when the variable is unset (a KeyError
+# raised and caught), too much for the repeated-call path. Writes through os.environ (tests'
+# monkeypatch.setenv included) update that store, so every call still sees the current value.
+_ON = os.environ.encodevalue("1") if hasattr(os.environ, "encodevalue") else "1"
+_POISON = os.environ.encodekey("EVT_POISON") if hasattr(os.environ, "encodekey") else "EVT_POISON"
+
+
+def poison_requested():
+    """True when EVT_POISON is "1" (bind warns once about any other non-empty value)."""
+    data = getattr(os.environ, "_data", None)
+    if type(data) is not dict:          # not CPython's os._Environ: the public way
+        return os.environ.get("EVT_POISON") == "1"
+    return data.get(_POISON) == _ON

@@ -5,13 +5,14 @@ import numpy as np
 
 from evt_core.backend import Backend, Kernel, Support
 from evt_core.bind import bind
+from evt_core.call import fast_signature, poison_requested
 from evt_core.errors import UnsupportedError
 from evt_core.tree.ops import Op
 
 from . import autotune
 from .codegen.plan import REDUCE_OPS, TileConfig
 from .codegen.spelling import CUDA_SPELLING
-from .runtime.arrays import Allocator, side_of, to_device
+from .runtime.arrays import Allocator, OutputMaker, side_of, to_device
 from .select import candidates, decide_spec, fast_ops, fast_path_summary, fit_stages, generate, smem_bytes
 
 MAINLOOPS = ("auto", "sm80", "sm90")
@@ -165,13 +166,20 @@ class CupyRunner:
         self._choice[(spec, sc)] = k
         return k
 
+    def fast_call(self, args, inputs):
+        """Kernel.__call__'s hook for the repeated call (evt_core.backend): the raw arguments of
+        kernel(A, B, **inputs), the result when a plan has their signature, else None (the
+        checked path). A plan exists only for a key a checked call produced, so this call
+        passes normalize_call and bind's checks alike."""
+        plan = self._plans.get(_signature(args[0], args[1], inputs))
+        return plan.run(poison_requested()) if plan is not None else None
+
     def __call__(self, A, B, inputs):
-        import os
-        poison = os.environ.get("EVT_POISON") == "1"
+        poison = poison_requested()
         sig = _signature(A, B, inputs)
         plan = self._plans.get(sig) if sig is not None else None
         if plan is not None:     # repeated call on the same device buffers: skip bind and selection
-            return plan.run(A, poison)
+            return plan.run(poison)
         side = side_of(A)
         dA, dB = to_device(A, "A"), to_device(B, "B")
         scalars = set(self.program.scalars)
@@ -195,7 +203,7 @@ class CupyRunner:
                 self._plans.clear()
             index = {id(a): i for i, a in enumerate(made)}
             names = tuple((n, index[id(a)]) for n, a in bound.result.items())
-            self._plans[sig] = _FastPlan(side, alloc.calls, names, prepared)
+            self._plans[sig] = _FastPlan(side, OutputMaker(side, A, alloc.calls), names, prepared)
         return {name: alloc.result(arr) for name, arr in bound.result.items()}
 
     def watchdog_fired(self):
@@ -223,46 +231,34 @@ class _RecordingAllocator(Allocator):
 
 
 class _FastPlan:
-    def __init__(self, side, calls, names, prepared):
-        self.side, self.calls, self.names, self.prepared = side, calls, names, prepared
+    def __init__(self, side, outputs, names, prepared):
+        self.side, self.outputs, self.names, self.prepared = side, outputs, names, prepared
 
-    def run(self, like, poison):
-        alloc = Allocator(self.side, like)
-        made = [alloc.alloc(*c) for c in self.calls]
-        if poison:
-            for a in made:
-                alloc.fill(a, float("nan"))
-        self.prepared.fire([a.ptr for a in made], self.side)
-        return {n: alloc.result(made[i]) for n, i in self.names}
-
-
-def _array_sig(x):
-    """Identity of a device array for the plan cache, or None (NumPy: copied per call)."""
-    mod = type(x).__module__
-    if mod.startswith("torch"):
-        return (x.data_ptr(), tuple(x.shape), x.stride(), x.dtype, x.device)
-    if mod.startswith("cupy"):
-        return (x.data.ptr, x.shape, x.strides, x.dtype.str)
-    return None
+    def run(self, poison):
+        ptrs, results = self.outputs.make(poison)
+        self.prepared.fire(ptrs, self.side)
+        return {n: results[i] for n, i in self.names}
 
 
 def _signature(A, B, inputs):
-    parts = [_array_sig(A), _array_sig(B)]
-    for k in sorted(inputs):
-        v = inputs[k]
-        if isinstance(v, (int, float)):
-            parts.append((k, float(v)))
-        else:
-            s = _array_sig(v)
-            parts.append((k, s))
-            if s is None:
-                return None
-    if parts[0] is None or parts[1] is None:
+    """The plan key of a call: evt_core.call.fast_signature's key, the pointers and scalar
+    values (a plan's prepared arguments embed them) and the current device; None when no plan
+    can apply (NumPy or foreign arrays, other scalar types, no CuPy)."""
+    sig = fast_signature(A, B, inputs)
+    if sig is None:
         return None
-    try:
-        import cupy as cp
-        parts.append(cp.cuda.runtime.getDevice())
-    except Exception:  # noqa: BLE001
-        return None
-    return tuple(parts)
+    device = _current_device()
+    return (sig[0], tuple(sig[1]), device) if device is not None else None
 
+
+_get_device = []      # cupy.cuda.runtime.getDevice, looked up once
+
+
+def _current_device():
+    try:
+        if not _get_device:
+            import cupy as cp
+            _get_device.append(cp.cuda.runtime.getDevice)
+        return _get_device[0]()
+    except Exception:  # noqa: BLE001 - no CuPy or no device: no plan
+        return None

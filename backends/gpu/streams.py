@@ -32,12 +32,20 @@ def _torch_stream():
 def current_stream(side):
     """The handle of the caller's current stream for arrays of `side` ('torch', 'cupy'; 0, the
     legacy default stream, for NumPy and numba arrays)."""
+    return stream_getter(side)()
+
+
+def stream_getter(side):
+    """The function of no arguments current_stream(side) calls: a repeated call keeps it and
+    pays only for the query itself."""
     if side == "torch":
-        return _torch_stream()()
-    if side == "cupy":
-        import cupy
-        return cupy.cuda.get_current_stream().ptr
-    return 0
+        return _torch_stream()
+    return _cupy_stream if side == "cupy" else int      # int() == 0: the legacy default stream
+
+
+def _cupy_stream():
+    import cupy
+    return cupy.cuda.get_current_stream().ptr
 
 
 class WorkspaceOrder:
@@ -70,7 +78,13 @@ class WorkspaceOrder:
 
 
 def capturing(stream):
-    """True while `stream` is being captured into a CUDA graph."""
+    """True while `stream` is being captured into a CUDA graph. Asked on every repeated call
+    (the state can change between two calls on one stream, so it is never cached): once libcuda
+    is loaded the query skips cuda.lib()'s lock and context check, and a failure (e.g. no
+    current context in this thread) asks again the checked way."""
     status = ctypes.c_int(0)
-    cuda.check("cuStreamIsCapturing", cuda.lib().cuStreamIsCapturing(ctypes.c_void_p(stream), ctypes.byref(status)))
+    cu = cuda._lib
+    if cu is None or cu.cuStreamIsCapturing(ctypes.c_void_p(stream), ctypes.byref(status)):
+        cuda.check("cuStreamIsCapturing", cuda.lib().cuStreamIsCapturing(ctypes.c_void_p(stream),
+                                                                          ctypes.byref(status)))
     return status.value != 0

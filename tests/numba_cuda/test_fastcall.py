@@ -55,8 +55,17 @@ def recorded(monkeypatch):
     launches.clear()
 
     class Fn:
-        def launch(self, grid, block, values, stream=0, owner=None, changed=None):
+        def launch(self, grid, block, values, stream=0):
             launches.append((grid, tuple(values)))
+
+        def head(self, grid, block):
+            return (None, *grid, *block, 0)
+
+        def replay(self, head, base, changed, new, stream, owner):
+            values = list(base)
+            for i, v in zip(changed, new):
+                values[i] = v
+            launches.append((head[1:4], tuple(values)))
 
     class Buffer:
         def __init__(self, nbytes):
@@ -69,10 +78,11 @@ def recorded(monkeypatch):
     monkeypatch.setattr(backend.NumbaCudaBackend, "available", lambda self: Support.yes())
     monkeypatch.setattr(cuda, "lib", lambda backend="gpu": Lib())
     monkeypatch.setattr(streams, "current_stream", lambda side: 0)
+    monkeypatch.setattr(streams, "stream_getter", lambda side: int)
     monkeypatch.setattr(runner.Runner, "function", lambda self, variant: {"main": Fn(), "finish": Fn()})
     monkeypatch.setattr(arrays, "allocator", lambda side, like: lambda shape, dt, st: arrays.view(
         FakeCuda(shape, names[dt], st), "torch", "output"))
-    monkeypatch.setattr(fastcall, "_allocate", lambda side, spec, like: FakeCuda(spec[0], spec[2], spec[1]))
+    monkeypatch.setattr(fastcall, "_maker", lambda side, spec, device: lambda: FakeCuda(spec[0], spec[2], spec[1]))
     monkeypatch.setattr(driver, "memset32", lambda *a: None)
     monkeypatch.setattr(driver, "DeviceBuffer", Buffer)
     monkeypatch.delenv("NUMBA_ENABLE_CUDASIM", raising=False)
@@ -127,13 +137,13 @@ def test_sm90_fast_path_refills_the_tensor_maps(recorded, monkeypatch):
     """The sm_90a kernel's tensor maps embed A's, B's and (fragment epilogue) the outputs'
     addresses: a replayed call with new operands passes the maps of the new addresses, encoded
     once per address triple."""
-    from evt_backends.gpu import tensormap
+    from evt_backends.gpu import streams, tensormap
     from evt_backends.numba_cuda.runtime import driver, launch_sm90
     buffers = iter(range(0x100000, 0x200000, 0x1000))
 
     class Slots:         # runtime/map_slots.py has its own test; here: one slot per call key
         def __init__(self, maps):
-            self.slots, self.maps = {}, maps
+            self.slots, self.maps, self.recycles = {}, maps, 0
 
         def pointers(self, key, encode, stream, capturing):
             if key not in self.slots:
@@ -147,6 +157,10 @@ def test_sm90_fast_path_refills_the_tensor_maps(recorded, monkeypatch):
     monkeypatch.setattr(launch_sm90, "sm_count", lambda: 132)
     monkeypatch.setattr(launch_sm90, "watchdog_pointer", lambda: 0x77)
     monkeypatch.setattr(tensormap, "encode", lambda ptr, *a, **k: encoded.append(ptr) or ptr.to_bytes(128, "little"))
+    from evt_backends.numba_cuda.runtime import fastcall
+    pooled = {}     # replays get D's block back each time, as from torch's caching allocator
+    monkeypatch.setattr(fastcall, "_maker", lambda side, spec, device: lambda: pooled.setdefault(
+        spec, FakeCuda(spec[0], spec[2], spec[1])))
     M, N, K = 256, 128, 64
     kernel = _kernel(M, N)
     B, bias = FakeCuda((K, N), torch.float16), FakeCuda((N,), torch.float32)
@@ -163,16 +177,23 @@ def test_sm90_fast_path_refills_the_tensor_maps(recorded, monkeypatch):
     # the replay's maps are those of its own A, B and newly allocated D, encoded once
     d2 = second[12 + 4 + 1]                       # D's pointer: after A, B, the problem, bias, alpha
     assert encoded[n1:n2] == [A2.data_ptr(), B.data_ptr(), d2]
-    # the same addresses again (torch's allocator hands D's block back): a hit, the same maps
-    from evt_backends.numba_cuda.runtime import fastcall
-    pooled = {}
-    monkeypatch.setattr(fastcall, "_allocate", lambda side, spec, like: pooled.setdefault(
-        spec, FakeCuda(spec[0], spec[2], spec[1])))
+    # the same addresses again: the same maps, with no new encoding
     kernel(A2, B, bias=bias, alpha=0.5)
     third, n3 = recorded[-2][1], len(encoded)
+    assert n3 == n2 and third[pos:pos + 3] == second[pos:pos + 3]
+    # inside a capture the slots are asked again (a captured call's slot becomes the graph's)
+    asked = []
+    slots = launch_sm90._slots[3]
+    monkeypatch.setattr(slots, "pointers", lambda key, *a, _p=slots.pointers: asked.append(a[2]) or _p(key, *a))
+    monkeypatch.setattr(streams, "capturing", lambda stream: True)
     kernel(A2, B, bias=bias, alpha=0.5)
-    fourth, n4 = recorded[-2][1], len(encoded)
-    assert n4 == n3 and fourth[pos:pos + 3] == third[pos:pos + 3]
+    assert asked == [True] and recorded[-2][1][pos:pos + 3] == second[pos:pos + 3]
+    monkeypatch.setattr(streams, "capturing", lambda stream: False)
+    kernel(A2, B, bias=bias, alpha=0.5)          # eager again: the remembered answer
+    assert asked == [True]
+    slots.recycles += 1                           # eager slots taken back: ask again
+    kernel(A2, B, bias=bias, alpha=0.5)
+    assert asked == [True, False] and len(encoded) == n2
 
 
 def test_launch_rewrites_only_changed_slots_while_the_owner_is_the_last_writer():
@@ -183,13 +204,46 @@ def test_launch_rewrites_only_changed_slots_while_the_owner_is_the_last_writer()
     fn = object.__new__(driver.Function)
     fn._slots = [ctypes.c_int64() for _ in range(4)]
     fn._ptrs, fn._fn, fn._owner, fn.dynamic_shared = None, None, None, 0
+    fn._stream = fn._stream_arg = None
     seen = []
     fn._launch = lambda *a: seen.append([s.value for s in fn._slots]) or 0
     a, b = object(), object()
-    fn.launch((1, 1, 1), (1, 1, 1), [1, 2, 3, 4], 0, a, [0])
-    fn.launch((1, 1, 1), (1, 1, 1), [9, 99, 99, 99], 0, a, [0])     # a replay: position 0 only
-    fn.launch((1, 1, 1), (1, 1, 1), [5, 6, 7, 8], 0, b, [0])        # another owner: everything
-    fn.launch((1, 1, 1), (1, 1, 1), [10, 2, 3, 4], 0, a, [0])       # a again, after b: everything
-    fn.launch((1, 1, 1), (1, 1, 1), [11, 2, 3, 4])                  # the checked path: everything
+    head = fn.head((1, 1, 1), (1, 1, 1))
+    fn.replay(head, [1, 2, 3, 4], [0], [1], 0, a)
+    fn.replay(head, [1, 99, 99, 99], [0], [9], 0, a)       # a replay: position 0 only
+    fn.replay(head, [5, 6, 7, 8], [0], [5], 0, b)          # another owner: everything
+    fn.replay(head, [1, 2, 3, 4], [0], [10], 0, a)         # a again, after b: everything
+    fn.launch((1, 1, 1), (1, 1, 1), [11, 2, 3, 4])         # the checked path: everything
     assert seen == [[1, 2, 3, 4], [9, 2, 3, 4], [5, 6, 7, 8], [10, 2, 3, 4], [11, 2, 3, 4]]
     assert fn._owner is None
+
+
+def test_the_hook_replays_before_normalisation_and_declines_bad_calls(recorded, monkeypatch):
+    """Kernel.__call__'s hook (Runner.fast_call) replays a matching call of CUDA tensors and
+    Python floats without normalize_call; anything else takes the checked path, so a bad
+    argument still gets its typed error and an int scalar is normalised, then replayed."""
+    from evt_core import backend as core_backend
+    from evt_core.errors import ArgumentError, ShapeError
+    from evt_backends.numba_cuda.runtime import fastcall
+    normalised, replays = [], []
+    real_norm, real_run = core_backend.normalize_call, fastcall.FastCall.run
+    monkeypatch.setattr(core_backend, "normalize_call", lambda *a, **k: normalised.append(1) or real_norm(*a, **k))
+    monkeypatch.setattr(fastcall.FastCall, "run", lambda self, *a: replays.append(1) or real_run(self, *a))
+    M, N, K = 112, 48, 40          # a signature no other test (sharing the runner) has replayed
+    kernel = _kernel(M, N)
+    A, B, bias = FakeCuda((M, K), torch.float16), FakeCuda((K, N), torch.float16), FakeCuda((N,), torch.float32)
+    kernel(A, B, bias=bias, alpha=0.5)                      # the checked path records the signature
+    assert (len(normalised), len(replays)) == (1, 0)
+    kernel(A, B, bias=bias, alpha=0.25)                     # the hook: no normalisation
+    assert (len(normalised), len(replays)) == (1, 1) and recorded[-2][1].count(0.25) == 1
+    kernel(A, B, bias=bias, alpha=3)                        # an int: normalised, then replayed
+    assert (len(normalised), len(replays)) == (2, 2) and 3.0 in recorded[-2][1]
+    for bad, error, match in [({"alpha": 1e39}, ArgumentError, "beyond float32's range"),
+                              ({"alpha": True}, ArgumentError, "is the bool"),
+                              ({"alpha": "0.5"}, ArgumentError, "is the string"),
+                              ({"alpha": 0.5, "A": A}, ArgumentError, "both positionally"),
+                              ({"alpha": 0.5, "gamma": 0.5}, ShapeError, "unexpected input 'gamma'"),
+                              ({}, Exception, "alpha")]:
+        with pytest.raises(error, match=match):
+            kernel(A, B, bias=bias, **bad)
+    assert len(replays) == 2

@@ -5,6 +5,9 @@ Every operand is wrapped in a `DevArray` (pointer, shape, byte strides, NumPy dt
 from; outputs are allocated on that side, so torch in gives torch out (bf16 included), CuPy in
 gives CuPy out, and NumPy in is copied to the device and its results copied back.
 """
+import functools
+import math
+
 import numpy as np
 
 from evt_core.dtypes import DTYPES, bfloat16
@@ -103,3 +106,35 @@ class Allocator:
             except Exception:       # noqa: BLE001 - older CuPy: hand back the raw uint16 bits
                 return o
         return o
+
+
+class OutputMaker:
+    """Allocates a recorded call's outputs again (its Allocator.alloc calls, in order) for a
+    repeated call, with the per-call work decided once: a torch output is one
+    torch.empty_strided (dtype and device fixed by the call's signature), returned as is."""
+
+    def __init__(self, side, like, calls):
+        self.side = side
+        self._alloc = Allocator(side, like)
+        if side == "torch":
+            import torch
+            tdt = {v: k for k, v in _torch_dtype_map(torch).items()}
+            self._new = [functools.partial(torch.empty_strided, tuple(shape), tuple(strides),
+                                           dtype=tdt[DTYPES[dt]], device=like.device)
+                         for shape, dt, strides in calls]
+        else:
+            self._new = [functools.partial(self._alloc.alloc, *c) for c in calls]
+
+    def make(self, poison):
+        """(device pointers, user-facing arrays) of new outputs, NaN-filled when `poison`."""
+        made = [new() for new in self._new]
+        if self.side == "torch":
+            if poison:
+                for t in made:
+                    t.fill_(math.nan)
+            return [t.data_ptr() for t in made], made
+        alloc = self._alloc
+        if poison:
+            for a in made:
+                alloc.fill(a, math.nan)
+        return [a.ptr for a in made], [alloc.result(a) for a in made]

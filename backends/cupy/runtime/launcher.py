@@ -156,20 +156,21 @@ class Prepared:
     the packed EpiArgs and tensor maps in ctypes-addressable buffers with a prebuilt `void**`
     parameter array; later fires with the same pointers (a caching allocator hands them back)
     are one `cuLaunchKernel` call per kernel through ctypes. EVT_CUPY_FAST_LAUNCH=0 turns that off."""
-    __slots__ = ("k", "vals", "out_pos", "tiles", "maps", "max_elems", "aliases", "_fast")
+    __slots__ = ("k", "vals", "out_pos", "tiles", "maps", "max_elems", "aliases", "_fast", "_shared_ws")
 
     def __init__(self, k, vals, out_pos, tiles, maps, max_elems, aliases=()):
         self.k, self.vals, self.out_pos, self.tiles, self.maps, self.max_elems = k, vals, out_pos, tiles, maps, max_elems
         self.aliases = aliases       # (destination, source) argument positions: direct reductions' ws = output
         self._fast = {}
+        # the reduction workspace or split-K buffers are the compiled kernel's, shared by its calls
+        self._shared_ws = bool(k.program.reductions) or k.spec.split_k > 1
 
     def fire(self, out_ptrs, side="cupy"):
         """out_ptrs: the plain outputs' pointers, then the reduction outputs'. Launches on the
         caller's current stream (torch's for torch tensors, else CuPy's); one call at a time
         per compiled kernel, and the reduction workspace ordered across streams (gpu.streams)."""
         stream = streams.current_stream("torch" if side == "torch" else "cupy")
-        order = self.k.order
-        shared_ws = bool(self.k.program.reductions) or self.k.spec.split_k > 1
+        order, shared_ws = self.k.order, self._shared_ws
         with order.lock:
             if shared_ws:
                 order.before(stream)

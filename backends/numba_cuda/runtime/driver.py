@@ -50,30 +50,51 @@ class Function:
             _check("cuFuncSetAttribute", cu.cuFuncSetAttribute(self._fn, MAX_DYNAMIC_SHARED, dynamic_shared))
         # One preallocated slot per parameter and the pointer array over them: a launch only
         # assigns values (not thread-safe: one launch at a time per Function, like the stream).
+        # Invariant: _owner is the FastCall whose values the slots hold (None: the checked path's).
         self._slots = [ctypes.c_float() if k == "f32" else ctypes.c_int64() for k in kinds]
         self._ptrs = (ctypes.c_void_p * max(len(kinds), 1))(*[ctypes.addressof(s) for s in self._slots])
         self._launch = cu.cuLaunchKernel
         self._owner = None
+        self._stream = self._stream_arg = None       # the last stream and its c_void_p
         self.dynamic_shared = dynamic_shared
 
-    def launch(self, grid, block, values, stream=None, owner=None, changed=None):
-        """owner, changed: a caller that launches with the same values except at positions
-        `changed` (a replayed call) rewrites only those while it was the last to fill the slots."""
+    def launch(self, grid, block, values, stream=None):
+        """The checked path's launch: every slot written."""
         stream = current_stream() if stream is None else stream
-        if owner is not None and owner is self._owner:
-            slots = self._slots
-            for i in changed:
-                slots[i].value = values[i]
-        else:
-            for slot, v in zip(self._slots, values):
+        for slot, v in zip(self._slots, values):
+            slot.value = v
+        self._owner = None
+        self._go(self.head(grid, block), stream)
+
+    def head(self, grid, block):
+        """cuLaunchKernel's leading arguments for `grid` and `block`, for `replay`."""
+        return (self._fn, *grid, *block, self.dynamic_shared)
+
+    def replay(self, head, base, changed, new, stream, owner):
+        """A repeated call's launch (fastcall.FastCall `owner`): the parameter values are `base`
+        (its recorded call's) except `new` at positions `changed`. While `owner` was the last to
+        fill the slots, only `changed` is written (no other caller has written them since)."""
+        slots = self._slots
+        if owner is not self._owner:
+            for slot, v in zip(slots, base):
                 slot.value = v
             self._owner = owner
-        code = self._launch(self._fn, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-                            self.dynamic_shared, ctypes.c_void_p(stream), self._ptrs, None)
+        for i, v in zip(changed, new):
+            slots[i].value = v
+        self._go(head, stream)
+
+    def _go(self, head, stream):
+        if stream != self._stream:
+            self._stream, self._stream_arg = stream, ctypes.c_void_p(stream)
+        code = self._launch(*head, self._stream_arg, self._ptrs, None)
+        if code == _INVALID_CONTEXT:      # a thread with no current context: make it current, once more
+            lib()
+            code = self._launch(*head, self._stream_arg, self._ptrs, None)
         if code:
             raise DriverError("cuLaunchKernel", code)
 
 
+_INVALID_CONTEXT = 201          # CUDA_ERROR_INVALID_CONTEXT
 _STREAM = threading.local()
 
 

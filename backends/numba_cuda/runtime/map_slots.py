@@ -35,6 +35,7 @@ class MapSlots:
         self._host = {}           # slot device address -> its pinned host twin's address
         self._eager = {}          # call key -> slot filled by an eager copy
         self._graph = set()       # slots a captured graph refers to: never recycled
+        self.recycles = 0         # times eager slots were taken back (see the invariants)
 
     def pointers(self, key, encode, stream, capturing):
         """The device addresses of the call's maps (A, B, ...) for the call `key` (addresses and
@@ -63,12 +64,13 @@ class MapSlots:
         return self._addresses(slot)
 
     def _addresses(self, slot):
-        return tuple(slot + MAP * i for i in range(self.maps))
+        return tuple(range(slot, slot + self.slot, MAP))
 
     def _recycle_or_grow(self):
         """Outside capture, with no free slot: take back the eager slots no graph refers to once
         the device is idle (nothing queued reads them), or add a slab if every slot is a graph's."""
         driver._check("cuCtxSynchronize", driver.lib().cuCtxSynchronize())
+        self.recycles += 1
         for key, slot in list(self._eager.items()):
             if slot not in self._graph:
                 del self._eager[key]
