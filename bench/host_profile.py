@@ -7,8 +7,6 @@ import cProfile
 import io
 import pstats
 
-import numpy as np
-
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
@@ -19,14 +17,8 @@ def main(argv=None):
     import torch
 
     import evt_core
-    from evt_core import ops
-    M = N = K = 128
-    A = torch.randn(M, K, device="cuda", dtype=torch.float16)
-    B = torch.randn(K, N, device="cuda", dtype=torch.float16)
-    bias = torch.randn(N, device="cuda", dtype=torch.float32)
-    tree = evt_core.trace(lambda accum, bias: {"D": ops.relu(accum + bias)},
-                          {"accum": np.empty((M, N), np.float32), "bias": np.empty(N, np.float32),
-                           "D": np.empty((M, N), np.float16)})
+    from bench.launch_overhead import tiny_problem
+    A, B, bias, tree = tiny_problem()
     for name in args.backends.split(","):
         kernel = evt_core.compile(tree, backend=name)
         for _ in range(50):

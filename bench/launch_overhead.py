@@ -20,10 +20,8 @@ def per_call_us(fn, calls, torch):
     return host, (time.perf_counter() - t) / calls * 1e6
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--calls", type=int, default=2000)
-    args = ap.parse_args(argv)
+def tiny_problem():
+    """(A, B, bias, tree) of the probe: 128^3 fp16 torch tensors on the GPU, bias + ReLU."""
     import torch
 
     import evt_core
@@ -35,6 +33,17 @@ def main(argv=None):
     tree = evt_core.trace(lambda accum, bias: {"D": ops.relu(accum + bias)},
                           {"accum": np.empty((M, N), np.float32), "bias": np.empty(N, np.float32),
                            "D": np.empty((M, N), np.float16)})
+    return A, B, bias, tree
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--calls", type=int, default=2000)
+    args = ap.parse_args(argv)
+    import torch
+
+    import evt_core
+    A, B, bias, tree = tiny_problem()
     rows = [("torch.matmul (cuBLAS, no epilogue)", lambda: torch.matmul(A, B))]
     for name, support in sorted(evt_core.backends().items()):
         if name == "numpy" or not support:

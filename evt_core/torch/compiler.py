@@ -126,21 +126,13 @@ class _Compilation:
         return rest == "inductor"
 
     def _inductor_fallback(self, gm, half):
-        """A half inductor could not compile runs as its ATen ops. A backward whose forward runs
-        in inductor's CUDA-graph tree tells the tree's manager that it runs (as CudaGraphs does)."""
+        """A half inductor could not compile runs as its ATen ops (outside the CUDA-graph tree
+        the forward may run in: cudagraphs.uncaptured_backward)."""
         from torch._functorch.aot_autograd import make_boxed_func
-        boxed = make_boxed_func(gm)
         if half != "backward" or not self.be.cudagraphs:
-            return boxed
-        from torch._inductor.cudagraph_trees import get_manager
-        manager = get_manager(self.inductor.device.value or 0, create_if_none_exists=False)
-
-        def run(args):
-            if manager is not None:
-                manager.set_to_running_backward()
-            return boxed(args)
-        run._boxed_call = True
-        return run
+            return make_boxed_func(gm)
+        from .cudagraphs import uncaptured_backward
+        return uncaptured_backward(gm, self.inductor.device.value)
 
     def _give_up(self, err) -> None:
         """Planning or rewriting failed: raise if strict, else warn and run torch's graph.

@@ -34,17 +34,7 @@ class CudaGraphs:
             return make_boxed_func(gm)
         fixed = count_tangents(gm)
         if check_for_skip(gm, fixed):
-            # The forward ran in the graph tree: the backward must tell its manager it runs.
-            from torch._inductor.cudagraph_trees import get_manager
-            manager = get_manager(self.device or 0, create_if_none_exists=False)
-            boxed = make_boxed_func(gm)
-
-            def run(args):
-                if manager is not None:
-                    manager.set_to_running_backward()
-                return boxed(args)
-            run._boxed_call = True
-            return run
+            return uncaptured_backward(gm, self.device)
         return self._capture(gm, inputs, fixed, is_backward=True, is_inference=False)
 
     def _capture(self, gm, inputs, fixed, is_backward, is_inference):
@@ -58,3 +48,19 @@ class CudaGraphs:
                                 mutated_input_idxs=find_input_mutations(gm.graph))
         out._boxed_call = True
         return out
+
+
+def uncaptured_backward(gm, device):
+    """A backward that runs outside the CUDA-graph tree its forward ran in: it must tell the
+    tree's manager that it runs, or the tree takes the next forward for a new generation."""
+    from torch._functorch.aot_autograd import make_boxed_func
+    from torch._inductor.cudagraph_trees import get_manager
+    manager = get_manager(device or 0, create_if_none_exists=False)
+    boxed = make_boxed_func(gm)
+
+    def run(args):
+        if manager is not None:
+            manager.set_to_running_backward()
+        return boxed(args)
+    run._boxed_call = True
+    return run

@@ -12,3 +12,17 @@ def fresh_dynamo():
     et.register()
     yield
     torch._dynamo.reset()
+
+
+@pytest.fixture
+def kernel_calls(monkeypatch):
+    """Counts runs of evt kernels (so a test can tell fused groups really ran)."""
+    import evt_core.torch.ops as evt_ops
+    calls = []
+    real = evt_ops._run
+
+    def counting(key, *args):
+        calls.append(key)
+        return real(key, *args)
+    monkeypatch.setattr(evt_ops, "_run", counting)
+    return calls

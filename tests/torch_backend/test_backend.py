@@ -18,19 +18,6 @@ from evt_core.partition import PartitionError, plan_cost
 from .models import gelu_mlp, mlp, train_side_by_side, transformer_block
 
 
-@pytest.fixture
-def kernel_calls(monkeypatch):
-    """Counts runs of evt kernels (so a test can tell fused groups really ran)."""
-    calls = []
-    real = evt_ops._run
-
-    def counting(key, *args):
-        calls.append(key)
-        return real(key, *args)
-    monkeypatch.setattr(evt_ops, "_run", counting)
-    return calls
-
-
 def _assert_tight(history):
     for ours, eager, grad_diff in history:
         assert ours == pytest.approx(eager, rel=1e-5, abs=1e-6)

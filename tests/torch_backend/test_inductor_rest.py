@@ -4,22 +4,9 @@ import pytest
 import torch
 
 import evt_core.torch as et
-import evt_core.torch.ops as evt_ops
 from evt_core.errors import ArgumentError
 
 from .models import train_side_by_side, transformer_block
-
-
-@pytest.fixture
-def kernel_calls(monkeypatch):
-    calls = []
-    real = evt_ops._run
-
-    def counting(key, *args):
-        calls.append(key)
-        return real(key, *args)
-    monkeypatch.setattr(evt_ops, "_run", counting)
-    return calls
 
 
 def test_transformer_block_trains_like_eager_with_inductor_around_evt(kernel_calls):
