@@ -76,10 +76,13 @@ def decomposed(gm, inputs):
 
 def available(device_types) -> str | None:
     """None when inductor can compile graphs on these device types, else the reason."""
-    try:
-        import torch._inductor.compile_fx  # noqa: F401
+    try:     # everything InductorHalves and decomposed() import (older torch lacks some)
+        from torch._inductor.compile_fx import compile_fx_inner  # noqa: F401
+        from torch._inductor.cudagraph_utils import BoxedDeviceIndex  # noqa: F401
+        from torch._inductor.decomposition import select_decomp_table  # noqa: F401
+        from torch._inductor.utils import BoxedBool, count_tangents, num_fw_fixed_arguments  # noqa: F401
     except Exception as err:  # noqa: BLE001 - any import failure means: run torch ops
-        return f"torch._inductor does not import ({type(err).__name__}: {err})"
+        return f"this torch's inductor lacks what evt uses ({type(err).__name__}: {err})"
     if "cuda" in device_types:
         try:
             import triton  # noqa: F401

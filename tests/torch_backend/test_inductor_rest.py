@@ -90,3 +90,17 @@ def test_cudagraphs_with_inductor_falls_back_on_cpu(kernel_calls):
         assert ours == pytest.approx(eager, rel=1e-5, abs=1e-6) and grad_diff < 1e-5
     (rep,) = et.reports()
     assert rep.rest == "inductor" and kernel_calls
+
+
+def test_unavailable_inductor_runs_torch_ops_and_says_why(monkeypatch, kernel_calls):
+    import evt_core.torch.inductor as ind
+    monkeypatch.setattr(ind, "available", lambda devices: "triton is not installed")
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 8))
+    x = torch.randn(4, 16)
+    out = torch.compile(model, backend=et.backend(rest="inductor"), dynamic=False)(x)
+    torch.testing.assert_close(out, model(x), rtol=1e-5, atol=1e-6)
+    (rep,) = et.reports()
+    assert rep.rest == "torch (triton is not installed)" and kernel_calls
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="rest='inductor'.*triton is not installed"):
+        torch.compile(model, backend=et.backend(rest="inductor", strict=True), dynamic=False)(x)
