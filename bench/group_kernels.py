@@ -7,6 +7,8 @@ of its operands. Each recorded call is then timed in interleaved rounds of do_be
 evt kernel with its whole epilogue and as `torch.matmul(A, B)` on the same (possibly strided)
 operands, cuBLAS without any epilogue: the floor a fused kernel approaches. Where a step
 spends its time inside evt kernels, this says which groups lose to cuBLAS and by how much.
+`--sweep` (cupy) also times every candidate tile configuration of each group, forced, next to the
+autotuner's choice: where a group loses, whether a tile choice or the kernel itself is to blame.
 `--smoke` runs the tiny CPU shapes through the NumPy kernels (checks the tool, times nothing
 worth reading)."""
 import argparse
@@ -73,6 +75,7 @@ def main(argv=None):
     ap.add_argument("--dtype", default="float16")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--sweep", action="store_true", help="also time each candidate tile of every cupy group")
     args = ap.parse_args(argv)
     import torch
     kernels = args.kernels.split(",")
@@ -110,7 +113,42 @@ def main(argv=None):
               f"{med['cublas']:.1f} | {cells} |", flush=True)
     cells = " | ".join(f"**{totals[k]:.0f}** ({totals[k] / totals['cublas']:.2f})" for k in kernels)
     print(f"| all | | | | **{totals['cublas']:.0f}** | {cells} |")
+    if args.sweep and "cupy" in recorded:
+        sweep(recorded["cupy"], args.rounds)
     return 0
+
+
+def sweep(calls, rounds):
+    """Per group: cuBLAS, the autotuner's kernel and every candidate tile forced, µs, interleaved."""
+    import torch
+    from triton.testing import do_bench
+
+    import evt_core
+    import evt_core.torch.ops as evt_ops
+    from evt_backends.cupy.select import candidates
+    print("\n## every candidate tile, forced (µs, × cuBLAS; * = the autotuner's choice)\n")
+    for i, (key, A, B, ins, sc) in enumerate(calls):
+        e = evt_ops.entry(key)
+        auto = e.kernel("cuda")
+        program = e.tree.program
+        tensors, scal = evt_ops._call_args(program, list(ins), list(sc))
+        a = A if evt_ops._tma_reads_m_major(A, e.options) else evt_ops.k_contiguous(A)
+        auto(a, B, **tensors, **scal)
+        chosen = auto.run.last
+        fns = {"cublas": lambda: torch.matmul(A, B)}
+        for cfg in candidates(program, chosen.spec):
+            k = evt_core.compile(e.tree, backend="cupy", **{**e.options, "tile": cfg})
+            k(a, B, **tensors, **scal)
+            label = k.run.last.cfg.label() + ("*" if cfg == chosen.cfg else "")
+            fns[label] = lambda k=k: k(a, B, **tensors, **scal)
+        times = {name: [] for name in fns}
+        for r in range(rounds):
+            order = list(fns)[r % len(fns):] + list(fns)[:r % len(fns)]
+            for name in order:
+                times[name].append(do_bench(fns[name], warmup=25, rep=100, return_mode="median") * 1e3)
+        med = {name: statistics.median(v) for name, v in times.items()}
+        cells = ", ".join(f"{n} {v:.1f} ({v / med['cublas']:.2f})" for n, v in med.items() if n != "cublas")
+        print(f"- group {i} (cuBLAS {med['cublas']:.1f} µs): {cells}", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,13 @@
 """Host cost of one call for a tiny problem, where launch overhead is all there is:
 `python3 -m bench.launch_overhead [--calls 2000]`. Compares torch.matmul (one cuBLAS launch)
 with each GPU backend's `kernel(A, B, **inputs)` on torch tensors (binding, output
-allocation and launch included), 128^3 fp16 with a bias + ReLU epilogue."""
+allocation and launch included), 128^3 fp16 with a bias + ReLU epilogue.
+
+Back to back, a call's host time includes any wait for room in the launch queue, so it is
+max(host cost, GPU time per kernel); the "alone" column times each call into an idle GPU
+(synchronized before the clock starts), which is the host cost by itself, and "GPU" is the
+kernel's own time from CUDA events around 200 launches captured in one CUDA graph.
+Where "back to back" exceeds "alone", the GPU is what limits the repeated call."""
 import argparse
 import time
 
@@ -18,6 +24,42 @@ def per_call_us(fn, calls, torch):
     host = (time.perf_counter() - t) / calls * 1e6
     torch.cuda.synchronize()
     return host, (time.perf_counter() - t) / calls * 1e6
+
+
+def alone_us(fn, calls, torch):
+    """Host µs of one call made into an idle GPU (median of `calls`)."""
+    times = []
+    for _ in range(calls):
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    torch.cuda.synchronize()
+    return float(np.median(times)) * 1e6
+
+
+def gpu_us(fn, torch, reps=200):
+    """GPU µs per call: `reps` calls captured in one CUDA graph, replayed between events (None
+    where the call cannot be captured)."""
+    try:
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            fn()
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for _ in range(reps):
+                fn()
+        g.replay()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        g.replay()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) * 1e3 / reps
+    except Exception:      # noqa: BLE001  (a probe: report "n/a", not fail the table)
+        return None
 
 
 def tiny_problem():
@@ -50,11 +92,12 @@ def main(argv=None):
             continue
         kernel = evt_core.compile(tree, backend=name)
         rows.append((f"evt {name} kernel(A, B, bias=...)", lambda k=kernel: k(A, B, bias=bias)))
-    print(f"{'call':45s} {'host us/call':>13s} {'incl. sync':>11s}   ({args.calls} calls, 128^3 fp16, "
+    print(f"{'call':45s} {'host us/call':>13s} {'incl. sync':>11s} {'alone':>7s} {'GPU':>6s}   ({args.calls} calls, 128^3 fp16, "
           f"{torch.cuda.get_device_name()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})")
     for label, fn in rows:
         host, wall = per_call_us(fn, args.calls, torch)
-        print(f"{label:45s} {host:13.1f} {wall:11.1f}")
+        alone, gpu = alone_us(fn, 500, torch), gpu_us(fn, torch)
+        print(f"{label:45s} {host:13.1f} {wall:11.1f} {alone:7.1f} {'n/a' if gpu is None else f'{gpu:.1f}':>6s}")
 
 
 if __name__ == "__main__":

@@ -38,6 +38,13 @@ def _gelu_tanh_grad(x):
     return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * _K * (1.0 + 3.0 * _A * x * x)
 
 
+_erfc = np.vectorize(math.erfc, otypes=[np.float64])
+
+
+def _gelu(x):
+    return x * 0.5 * _erfc(-x / math.sqrt(2.0))
+
+
 def _sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x))
 
@@ -48,6 +55,7 @@ REFERENCE = {
     "log": ((1e-30, 1e30), np.log),       # fast_math=True only: absolute error, large relative near 1
     "sigmoid": ((-30.0, 30.0), _sigmoid),
     "silu": ((-30.0, 30.0), lambda x: x * _sigmoid(x)),
+    "gelu": ((-10.0, 10.0), _gelu),
     "gelu_tanh": ((-10.0, 10.0), _gelu_tanh),
     "gelu_tanh_grad": ((-10.0, 10.0), _gelu_tanh_grad),
 }

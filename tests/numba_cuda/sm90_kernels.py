@@ -20,20 +20,26 @@ def _bias_gelu(accum, bias):
     return D
 
 
+def _ffn_forward(accum, bias):
+    z = accum + bias
+    D = ops.gelu(z)
+    return z, D
+
+
 def _bias_relu(accum, bias):
     D = ops.relu(accum + bias)
     return D
 
 
-def _trace(fn, extra, out_dtype):
-    ex = {"accum": np.empty((64, 64), np.float32), **extra, "D": np.empty((64, 64), out_dtype)}
+def _trace(fn, extra, out_dtype, outputs=("D",)):
+    ex = {"accum": np.empty((64, 64), np.float32), **extra, **{o: np.empty((64, 64), out_dtype) for o in outputs}}
     return evt_core.trace(fn, ex).program
 
 
 def programs():
     """name -> (program, ab dtype, B K-major, A batched, B batched, deterministic, ping-pong,
     (M, N) inputs staged by cp.async, fragment epilogue with TMA-stored outputs[, A K-major: True
-    when left out])."""
+    when left out[, fast_math="auto"'s MUFU spellings: False when left out]])."""
     brs = case("bias_relu_stats", 2, 13, 11, 9)[0].program
     return {
         "bare": (_trace(_bare, {}, np.float16), "float16", False, False, False, False, False, False, False),
@@ -64,6 +70,10 @@ def programs():
         # an M-contiguous A (a weight gradient's transposed activations): TMA panels, trans-a wgmma
         "mmajor_a_bias_gelu": (_trace(_bias_gelu, {"bias": np.empty((64,), np.float32)}, np.float16),
                                "float16", False, False, False, False, False, False, False, False),
+        # BERT's FFN forward: z and the erf-form gelu(z), both fp16, so gelu takes the fast spelling
+        # (cooperative: in ping-pong two outputs beside 128 accumulators spill, so auto does not take it)
+        "frag_ffn_gelu_fast": (_trace(_ffn_forward, {"bias": np.empty((64,), np.float16)}, np.float16, ("z", "D")),
+                               "float16", False, False, False, False, False, False, True, True, True),
         "frag_pingpong_mmajor_a": (_trace(_bias_relu, {"bias": np.empty((64,), np.float16)}, np.float16),
                                    "bfloat16", True, False, False, False, True, False, True, False),
     }
@@ -73,10 +83,12 @@ def build(name):
     if name not in _built:
         from evt_backends.numba_cuda.runtime import build as nb
         from evt_backends.numba_cuda.codegen.mainloop_sm90 import module_prelude, sm90_params, sm90_source
-        p, ab, kmajor, a_batched, b_batched, det, pingpong, aux, frag, *a_layout = programs()[name]
-        a_kmajor = a_layout[0] if a_layout else True
-        src = module_prelude(ab, kmajor, a_kmajor) + "\n" + sm90_source(p, ab, kmajor, a_batched, b_batched, det,
-                                                                          pingpong, aux, frag, a_kmajor=a_kmajor)
+        from evt_backends.gpu.fastmath import fast_ops
+        p, ab, kmajor, a_batched, b_batched, det, pingpong, aux, frag, *rest = programs()[name]
+        a_kmajor, fast = (list(rest) + [True, False][len(rest):])[:2]
+        src = module_prelude(ab, kmajor, a_kmajor) + "\n" + sm90_source(
+            p, ab, kmajor, a_batched, b_batched, det, pingpong, aux, frag, fast=fast_ops(p) if fast else (),
+            a_kmajor=a_kmajor)
         key = nb.cache_key("sm90_kernels", name, p.key(), src)
         _built[name] = nb.build(key, src, "evt_kernel", sm90_params(p, frag), sm90a=True)
     return _built[name]

@@ -13,7 +13,7 @@ from evt_backends.gpu import sm90  # noqa: E402
 
 KERNELS = ("bare", "bias_gelu", "reductions_aux_two_outputs", "means_batched", "pingpong_bias_gelu",
            "pingpong_reductions", "staged_dgelu", "frag_pingpong_bias_relu", "frag_stats_det",
-           "mmajor_a_bias_gelu", "frag_pingpong_mmajor_a", "frag_bce_uturn")
+           "mmajor_a_bias_gelu", "frag_pingpong_mmajor_a", "frag_bce_uturn", "frag_ffn_gelu_fast")
 
 
 # Known spills, kept from growing (none now: the ping-pong fragment epilogue's column vector,
@@ -66,6 +66,14 @@ def test_fragment_column_vector_is_loaded_once_per_tile(sass, name, ldg):
     _, ops = sass[name]
     assert ops["LDG"] == ldg, ops
     assert ops["LDS"] >= 16, ops          # (an LDS.64 per column group)
+
+
+def test_fast_erf_gelu_is_one_ex2_per_element_without_erff(sass):
+    """fast_math="auto" spells an fp16-only erf GELU as gpu/fastmath.py's polynomial around one
+    ex2.approx: one MUFU per element of the consumer's 64 (plus the kernel's few others), and
+    none of libdevice erff's coefficient selects (about 8 FSEL per element)."""
+    _, ops = sass["frag_ffn_gelu_fast"]
+    assert 64 <= ops["MUFU"] <= 72 and ops["FSEL"] < 64, ops
 
 
 def test_second_build_comes_from_the_cache(sass):

@@ -12,6 +12,7 @@ import numpy as np
 
 from evt_core.tree.ops import Op
 
+from ...gpu.fastmath import GELU_E, GELU_T, LOG2E, SQRT_HALF
 from ...gpu.reductions import identity_bits
 
 _GELU_K = "0.7978845608028654f"
@@ -52,9 +53,10 @@ CUDA_SPELLING = {
 # (relative error ~2^-22 plus the rounding of the product: ~|x| * 2^-24 relative), and
 # rcp.approx.ftz.f32 for sigmoid's division (~1 ulp), lg2.approx.ftz.f32 times ln 2 for log
 # (absolute error ~2^-22: fastmath.APPROX_OPS, True only). Subnormal results flush to zero.
-# The erf-form GELU and its derivative have no entry: erff has no MUFU approximation, so
-# both stay accurate (gelu_grad's expf included).
+# The erf-form GELU is a polynomial around one ex2.approx (gpu/fastmath.py, GELU_E); its
+# derivative has no entry: it stays accurate (erff and expf).
 FAST_SPELLING = {
+    Op.GELU: "evt_gelu_fast({a})",
     Op.TANH: "evt_tanh_fast({a})",
     Op.EXP: "evt_exp_fast({a})",
     Op.LOG: "evt_log_fast({a})",
@@ -69,6 +71,18 @@ FAST_SPELLING = {
 REDUCE_SPELLING = {op: (combine, f"__int_as_float({identity_bits(op):#010x})") for op, combine in (
     (Op.SUM, "{x} + {y}"), (Op.MEAN, "{x} + {y}"),
     (Op.AMAX, "evt_max_nan({x}, {y})"), (Op.AMIN, "evt_min_nan({x}, {y})"))}
+
+def _f(v):
+    """An fp32 hex literal of v rounded to fp32 (float_literal, defined below, for constants)."""
+    return f"{float(np.float32(v)).hex()}f"
+
+
+def _horner(coeffs, var):
+    expr = _f(coeffs[-1])
+    for c in coeffs[-2::-1]:
+        expr = f"fmaf({expr}, {var}, {_f(c)})"
+    return expr
+
 
 # device helpers the spellings above rely on (emitted once in the prelude)
 MATH_HELPERS = f"""
@@ -101,6 +115,12 @@ __device__ __forceinline__ float evt_rcp_fast(float x) {{ float y; asm("rcp.appr
 __device__ __forceinline__ float evt_sigmoid_fast(float x) {{ return evt_rcp_fast(1.0f + evt_exp_fast(-x)); }}
 __device__ __forceinline__ float evt_gelu_tanh_fast(float x) {{
   return 0.5f * x * (1.0f + evt_tanh_fast({_GELU_K} * (x + {_GELU_A} * x * x * x)));
+}}
+// x * Phi(x) with Phi(-|x|) = 2^(-t^2 log2 e + E(min(t, T))), t = |x| / sqrt(2) (gpu/fastmath.py)
+__device__ __forceinline__ float evt_gelu_fast(float x) {{
+  const float t = fabsf(x) * {_f(SQRT_HALF)}, tc = fminf(t, {_f(GELU_T)});
+  float h; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(h) : "f"(fmaf({_f(-LOG2E)}, t * t, {_horner(GELU_E, "tc")})));
+  return x * (x < 0.0f ? h : 1.0f - h);
 }}
 __device__ __forceinline__ float evt_gelu_tanh_grad_fast(float x) {{
   float t = evt_tanh_fast({_GELU_K} * (x + {_GELU_A} * x * x * x));

@@ -171,6 +171,7 @@ def _mufu(text):
 tanh_approx = _mufu("tanh.approx.f32 $0, $1;")
 rcp_approx = _mufu("rcp.approx.ftz.f32 $0, $1;")
 exp_approx = _mufu("{ .reg .f32 t; mul.f32 t, $1, 0f3FB8AA3B; ex2.approx.ftz.f32 $0, t; }")   # 2^(x log2 e)
+ex2_approx = _mufu("ex2.approx.ftz.f32 $0, $1;")                                            # 2^x (fast GELU)
 log_approx = _mufu("{ .reg .f32 t; lg2.approx.ftz.f32 t, $1; mul.f32 $0, t, 0f3F317218; }")   # log2(x) ln 2
 
 
