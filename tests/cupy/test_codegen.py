@@ -195,12 +195,13 @@ def test_fast_math_auto_only_where_every_result_is_16_bit():
 
 
 def test_erf_gelu_grad_is_always_the_accurate_spelling():
-    """gelu_grad (erf form) is erff and expf, with fast_math=True too: erff has no MUFU form,
-    so the op has no fast spelling and fast_math="auto" never picks it."""
+    """gelu_grad (erf form) has one spelling, gpu/gelu.py's ACCURATE polynomial for Phi (within
+    erff's error, tests/gpu_layer/test_gelu.py), with fast_math=True too: it has no fast
+    spelling and fast_math="auto" never picks it."""
     from evt_backends.cupy.codegen.spelling import MATH_HELPERS
     from evt_backends.cupy.select import fast_ops
-    helper = MATH_HELPERS.split("float evt_gelu_grad(float x)")[1].split("}")[0]
-    assert "erff(" in helper and "expf(" in helper and "approx" not in helper
+    helper = MATH_HELPERS.split("float evt_gelu_grad(float x)")[1].split("\n}")[0]
+    assert "evt_phi_accurate(" in helper and "erff(" not in helper and "_fast" not in helper
     prog = P.bias_gelu(gelu=Op.GELU_GRAD)              # fp16 stores only: would be fast if it could
     assert fast_ops(prog) == ()
     for fast in (False, True):

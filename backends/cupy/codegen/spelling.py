@@ -12,7 +12,7 @@ import numpy as np
 
 from evt_core.tree.ops import Op
 
-from ...gpu.fastmath import GELU_E, GELU_T, LOG2E, SQRT_HALF
+from ...gpu import gelu
 from ...gpu.reductions import identity_bits
 
 _GELU_K = "0.7978845608028654f"
@@ -53,8 +53,8 @@ CUDA_SPELLING = {
 # (relative error ~2^-22 plus the rounding of the product: ~|x| * 2^-24 relative), and
 # rcp.approx.ftz.f32 for sigmoid's division (~1 ulp), lg2.approx.ftz.f32 times ln 2 for log
 # (absolute error ~2^-22: fastmath.APPROX_OPS, True only). Subnormal results flush to zero.
-# The erf-form GELU is a polynomial around one ex2.approx (gpu/fastmath.py, GELU_E); its
-# derivative has no entry: it stays accurate (erff and expf).
+# The erf-form GELU's fast spelling is gpu/gelu.py's FAST polynomial around one ex2.approx; its
+# derivative has no fast entry: its one spelling is already the ACCURATE polynomial.
 FAST_SPELLING = {
     Op.GELU: "evt_gelu_fast({a})",
     Op.TANH: "evt_tanh_fast({a})",
@@ -84,6 +84,17 @@ def _horner(coeffs, var):
     return expr
 
 
+def _phi(name, coeffs):
+    """Phi(x) of gpu/gelu.py with the polynomial `coeffs`; also sets s = t * t."""
+    return f"""// Phi(x): Phi(-|x|) = 2^(-t^2 log2 e + E(min(t, T))), t = |x| / sqrt(2) (gpu/gelu.py)
+__device__ __forceinline__ float {name}(float x, float& s) {{
+  const float t = fabsf(x) * {_f(gelu.SQRT_HALF)}, tc = fminf(t, {_f(gelu.GELU_T)});
+  s = t * t;
+  float h; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(h) : "f"(fmaf({_f(-gelu.LOG2E)}, s, {_horner(coeffs, "tc")})));
+  return x < 0.0f ? h : 1.0f - h;
+}}"""
+
+
 # device helpers the spellings above rely on (emitted once in the prelude)
 MATH_HELPERS = f"""
 // NaN-propagating max/min: np.maximum semantics (CUDA fmaxf would drop the NaN)
@@ -98,11 +109,16 @@ __device__ __forceinline__ float evt_gelu_tanh_grad(float x) {{
   float t = tanhf({_GELU_K} * (x + {_GELU_A} * x * x * x));
   return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * {_GELU_K} * (1.0f + 3.0f * {_GELU_A} * x * x);
 }}
-// d/dx of the erf-form GELU (the same formula as ops._gelu_grad): Phi(x) + x * phi(x)
+{_phi("evt_phi_accurate", gelu.ACCURATE)}
+{_phi("evt_phi_fast", gelu.FAST)}
+// d/dx of the erf-form GELU (ops._gelu_grad): Phi(x) + x * phi(x), phi(x) = 2^(-t^2 log2 e) / sqrt(2 pi)
 __device__ __forceinline__ float evt_gelu_grad(float x) {{
-  float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752f));
-  return cdf + x * (expf(-0.5f * x * x) * 0.3989422804014327f);
+  float s, g;
+  const float p = evt_phi_accurate(x, s);
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(g) : "f"({_f(-gelu.LOG2E)} * s));
+  return p + (x * {_f(gelu.INV_SQRT_2PI)}) * g;
 }}
+__device__ __forceinline__ float evt_gelu_fast(float x) {{ float s; return x * evt_phi_fast(x, s); }}
 // ---- fast_math=True spellings (FAST_SPELLING): MUFU approximations ----
 __device__ __forceinline__ float evt_tanh_fast(float x) {{ float y; asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }}
 __device__ __forceinline__ float evt_exp_fast(float x) {{
@@ -115,12 +131,6 @@ __device__ __forceinline__ float evt_rcp_fast(float x) {{ float y; asm("rcp.appr
 __device__ __forceinline__ float evt_sigmoid_fast(float x) {{ return evt_rcp_fast(1.0f + evt_exp_fast(-x)); }}
 __device__ __forceinline__ float evt_gelu_tanh_fast(float x) {{
   return 0.5f * x * (1.0f + evt_tanh_fast({_GELU_K} * (x + {_GELU_A} * x * x * x)));
-}}
-// x * Phi(x) with Phi(-|x|) = 2^(-t^2 log2 e + E(min(t, T))), t = |x| / sqrt(2) (gpu/fastmath.py)
-__device__ __forceinline__ float evt_gelu_fast(float x) {{
-  const float t = fabsf(x) * {_f(SQRT_HALF)}, tc = fminf(t, {_f(GELU_T)});
-  float h; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(h) : "f"(fmaf({_f(-LOG2E)}, t * t, {_horner(GELU_E, "tc")})));
-  return x * (x < 0.0f ? h : 1.0f - h);
 }}
 __device__ __forceinline__ float evt_gelu_tanh_grad_fast(float x) {{
   float t = evt_tanh_fast({_GELU_K} * (x + {_GELU_A} * x * x * x));

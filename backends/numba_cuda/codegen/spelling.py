@@ -9,7 +9,7 @@ domain error (log(-1)) where the contract asks for NaN.
 from evt_core.errors import UnsupportedError
 from evt_core.tree.ops import Op
 
-from ...gpu.fastmath import GELU_E, GELU_T, LOG2E
+from ...gpu.gelu import FAST, GELU_T, LOG2E
 
 # {0}, {1}, {2}: operand variable names. ONE, ZERO, HALF, ...: float32 constants in the prelude.
 SPELLING = {
@@ -45,12 +45,12 @@ SPELLING = {
 # accurate ones above, for the instructions fastmath.chosen_fast_ops picks. Intrinsics of ptx_sm90.py (only
 # the sm_90a fragment epilogue uses them; the simulator never does).
 def _gelu_fast():
-    """x * Phi(x) around one ex2.approx (gpu/fastmath.py, GELU_E): Phi(-|x|) = h =
+    """x * Phi(x) around one ex2.approx (gpu/gelu.py, FAST): Phi(-|x|) = h =
     2^(-t^2 log2 e + E(min(t, GELU_T))) with t = |x| / sqrt(2); h appears twice and the
     intrinsic is pure, so LLVM computes it once."""
     t = "(abs({0}) * SQRT_HALF)"
-    e = f"GELU_E{len(GELU_E) - 1}"
-    for i in range(len(GELU_E) - 2, -1, -1):
+    e = f"GELU_E{len(FAST) - 1}"
+    for i in range(len(FAST) - 2, -1, -1):
         e = f"({e} * min({t}, GELU_T) + GELU_E{i})"
     h = f"ex2_approx(NEG_LOG2E * {t} * {t} + {e})"
     return f"{{0}} * ({h} if {{0}} < ZERO else ONE - {h})"
@@ -83,7 +83,7 @@ ZERO4 = (ZERO, ZERO, ZERO, ZERO)   # an mma accumulator fragment
 NEG_INF = float32(float("-inf"))   # identity of AMAX (and of AMIN, carried negated)
 """ + f"""NEG_LOG2E = float32({-LOG2E!r})
 GELU_T = float32({GELU_T!r})
-""" + "".join(f"GELU_E{i} = float32({c!r})\n" for i, c in enumerate(GELU_E))
+""" + "".join(f"GELU_E{i} = float32({c!r})\n" for i, c in enumerate(FAST))
 
 
 def spell(op, operands, fast=False):
