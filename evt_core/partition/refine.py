@@ -43,3 +43,43 @@ def layouts_with_their_gemm(g: Graph, plan: Plan) -> Plan:
         return plan
     groups = [grp for grp in groups if grp]
     return Plan(g, groups, plan_cost(g, groups), plan.optimal, plan.stats)
+
+
+_WIDTH = {"float16": 2, "bfloat16": 2, "float32": 4}
+
+
+def narrow_stores(g: Graph, plan: Plan) -> Plan:
+    """Move each widening cast (`_to_copy` from a 16-bit float to fp32) that ends a GEMM group
+    (computed from the group, read only by other groups, not a graph output) out of the group,
+    so the group stores the 16-bit value. For executors whose other ops are compiled by a fusing
+    compiler (inductor), which folds the cast into every reader: the wide tensor is then never
+    written, and its readers load half the bytes. The solver's cost counts every ungrouped node
+    as its own kernel, so it prefers the cast inside the group, storing fp32 (softmax
+    cross-entropy's logits.float(): 1 GB written and read twice instead of 0.5 GB, measured
+    bench/RESULTS-train.md). Invariant: the plan stays legal; a move that breaks a rule is not made."""
+    groups = [list(grp) for grp in plan.groups]
+    where = {n: k for k, grp in enumerate(groups) for n in grp}
+    users = g.users()
+    moved = []
+    for name, k in list(where.items()):
+        node = g.nodes[name]
+        if node.op != "_to_copy" or name in g.outputs or not node.inputs:
+            continue
+        src = node.inputs[0]
+        if (where.get(src) != k or _WIDTH.get(g.nodes[src].dtype, 4) >= _WIDTH.get(node.dtype, 0)
+                or not users[name] or any(where.get(u) == k for u in users[name])
+                or not any(g.nodes[n].op in GEMMS for n in groups[k])):
+            continue
+        trial = [list(grp) for grp in groups]
+        trial[k].remove(name)
+        trial.insert(k + 1, [name])
+        try:
+            check_plan(g, trial)
+        except PartitionError:
+            continue
+        groups = trial
+        where = {n: j for j, grp in enumerate(groups) for n in grp}
+        moved.append(name)
+    if not moved:
+        return plan
+    return Plan(g, groups, plan_cost(g, groups), plan.optimal, plan.stats)

@@ -66,7 +66,7 @@ class _Compilation:
         self.report.pending = set(halves)
         try:
             self.joint = plan_graph(gm, self.be.passes, self.be.solver, self.be.time_limit,
-                                    self.be.kernels, self.be.kernel_options, self.be.rebatch)
+                                    self.be.kernels, self.be.kernel_options, self.be.rebatch, self.be.rest)
         except Exception as err:  # noqa: BLE001 - training goes on unfused unless strict
             self._give_up(err)
             return

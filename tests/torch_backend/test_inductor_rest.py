@@ -104,3 +104,27 @@ def test_unavailable_inductor_runs_torch_ops_and_says_why(monkeypatch, kernel_ca
     torch._dynamo.reset()
     with pytest.raises(Exception, match="rest='inductor'.*triton is not installed"):
         torch.compile(model, backend=et.backend(rest="inductor", strict=True), dynamic=False)(x)
+
+
+def test_inductor_rest_keeps_the_logits_16_bit_under_a_widening_cast(kernel_calls):
+    """Cross-entropy on logits.float(): with inductor for the rest, the cast leaves the GEMM
+    group (partition.refine.narrow_stores), so the kernel stores fp16 logits and inductor folds
+    the cast into the loss; with ATen ops for the rest the kernel stores fp32 (one kernel
+    fewer). Both train like eager."""
+    import evt_core.torch.ops as evt_ops
+    torch.manual_seed(0)
+    model = torch.nn.Linear(16, 24).half()
+    x, t = torch.randn(64, 16).half(), torch.randint(0, 24, (64,))
+
+    def loss_of(m):
+        return lambda x, t: torch.nn.functional.cross_entropy(m(x).float(), t, reduction="sum")
+    want = loss_of(model)(x, t)
+    stored = {}
+    for rest in ("inductor", "torch"):
+        before = set(evt_ops._REGISTRY)
+        got = torch.compile(loss_of(model), backend=et.backend(rest=rest, strict=True), dynamic=False)(x, t)
+        assert got.item() == pytest.approx(want.item(), rel=2e-3)
+        new = [evt_ops._REGISTRY[k] for k in set(evt_ops._REGISTRY) - before]
+        stored[rest] = {o.dtype for e in new for o in e.tree.program.outputs}
+        torch._dynamo.reset()
+    assert stored == {"inductor": {"float16"}, "torch": {"float32"}}
