@@ -67,7 +67,10 @@ class Allocator:
     """alloc/fill callbacks for bind, on one side."""
 
     def __init__(self, side, device_like):
-        self.side, self.like = side, device_like
+        # the device only, never the tensor: a repeated call's plan keeps its Allocator, and a
+        # reference to the recorded call's A would keep that tensor alive (inside a CUDA-graph
+        # tree's memory pool, an allocation no output tracks: cudagraph_trees refuses it)
+        self.side, self.device = side, getattr(device_like, "device", None)
 
     def alloc(self, shape, dtype_name, strides):
         dt = DTYPES[dtype_name]
@@ -76,7 +79,7 @@ class Allocator:
         if self.side == "torch":
             import torch
             tdt = {v: k for k, v in _torch_dtype_map(torch).items()}[dt]
-            t = torch.empty_strided(tuple(shape), tuple(strides), dtype=tdt, device=self.like.device)
+            t = torch.empty_strided(tuple(shape), tuple(strides), dtype=tdt, device=self.device)
             return DevArray(t.data_ptr(), shape, byte_strides, dt, t)
         import cupy as cp
         base = cp.empty(max(size, 1), np.uint16 if dt == bfloat16 else dt)
