@@ -83,6 +83,40 @@ def _row_max(accum):
     return D, rm
 
 
+def _bert_ffn_forward(accum, bias):
+    z = accum + bias
+    act = ops.gelu(z)
+    return z, act
+
+
+def _bert_gelu_backward(accum, z):
+    dz = accum * ops.gelu_grad(z)
+    dbias = ops.sum(dz, over="M")
+    return dz, dbias
+
+
+_SQRT_HALF = np.float64(0.7071067811865476)
+
+
+def _np_phi(x):
+    from evt_core.tree.ops import erf
+    return 0.5 * (1.0 + erf(x.astype(np.float64) * _SQRT_HALF))
+
+
+def _np_gelu(x):
+    return (x * _np_phi(x)).astype(np.float32)
+
+
+def _np_gelu_grad(x):
+    x64 = x.astype(np.float64)
+    return (_np_phi(x) + x64 * np.exp(-0.5 * x64 * x64) / np.sqrt(2 * np.pi)).astype(np.float32)
+
+
+def _t_gelu_erf_backward(acc, z):
+    import torch
+    return torch.ops.aten.gelu_backward(acc, z, approximate="none")
+
+
 def _t_gelu(x):
     import torch.nn.functional as F
     return F.gelu(x, approximate="tanh")
@@ -119,6 +153,18 @@ RUNGS = {w.key: w for w in (
     Workload("R8", "D = acc; row max over N", _row_max,
              lambda acc: {"D": acc, "rm": _f32(acc).amax(dim=-1)}, lambda acc: {"D": acc, "rm": acc.max(axis=-1)},
              aux={}, outputs={"D": ("MN", F16), "rm": ("M", F32)}),
+    # BERT's erf-form GELU epilogues (bench/group_kernels.py's groups 1 and 3): W1 and W2 with gelu
+    # and gelu_grad in place of the tanh forms
+    Workload("B1", "BERT FFN forward: z = acc + bias; z, gelu(z) (erf form)", _bert_ffn_forward,
+             lambda acc, bias: {"z": acc + bias, "act": __import__("torch").nn.functional.gelu(acc + bias)},
+             lambda acc, bias: {"z": acc + bias, "act": _np_gelu(acc + bias)},
+             aux={"bias": ("N", F16)}, outputs={"z": ("MN", F16), "act": ("MN", F16)}),
+    Workload("B2", "BERT GELU backward: dz = acc * gelu'(z) (erf form); dz, dbias = colsum(dz)",
+             _bert_gelu_backward,
+             lambda acc, z: {"dz": _t_gelu_erf_backward(acc, z),
+                             "dbias": _f32(_t_gelu_erf_backward(acc, z)).sum(dim=-2)},
+             lambda acc, z: {"dz": acc * _np_gelu_grad(z), "dbias": (acc * _np_gelu_grad(z)).sum(axis=-2)},
+             aux={"z": ("MN", F16)}, outputs={"dz": ("MN", F16), "dbias": ("N", F32)}),
 )}
 LADDER = {**RUNGS, **WORKLOADS}
 

@@ -37,7 +37,7 @@ class BuildReport:
 
 _PROPS = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 SASS_OPS = ("HGMMA", "HMMA", "FFMA", "UTMALDG", "UTMASTG", "MEMBAR.ALL.GPU", "LDL", "STL", "LDGSTS", "LDSM",
-            "MUFU.TANH", "MUFU.EX2", "LDG", "STG", "LDS", "STS", "SHFL", "BAR.SYNC",
+            "MUFU.TANH", "MUFU.EX2", "LDG", "STG", "LDS", "STS", "SHFL", "BAR.SYNC", "FSEL",
             "ST.E", "LD.E")   # ST.E / LD.E: generic-space accesses (into shared memory they pay a space check)
 
 
@@ -83,4 +83,7 @@ def sass_counts(cubin, kernel):
     if tool is None:
         return {}
     out = subprocess.run([tool, "-sass", "-fun", kernel, cubin], capture_output=True, text=True).stdout
-    return {op: len(re.findall(rf"\b{re.escape(op)}\b", out)) for op in SASS_OPS}
+    counts = {op: len(re.findall(rf"\b{re.escape(op)}\b", out)) for op in SASS_OPS}
+    # every instruction line: "/*addr*/  [@pred] OPCODE ...", addresses of 4 or more hex digits
+    counts["instructions"] = len(re.findall(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?[A-Z]", out))
+    return counts

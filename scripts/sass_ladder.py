@@ -42,6 +42,7 @@ for key in sys.argv[2].split(","):
     s = rep.sass
     out[key] = dict(tile=cfg.label(), smem=smem_bytes(prog, spec, cfg), regs=rep.registers, spill=rep.spill_stores,
                     LDG=s["LDG"], LDS=s["LDS"], STS=s["STS"], ST_E=s["ST.E"], LD_E=s["LD.E"], STG=s["STG"],
-                    UTMASTG=s["UTMASTG"], UTMALDG=s["UTMALDG"], SHFL=s["SHFL"], TANH=s["MUFU.TANH"], EX2=s["MUFU.EX2"])
+                    UTMASTG=s["UTMASTG"], UTMALDG=s["UTMALDG"], SHFL=s["SHFL"], TANH=s["MUFU.TANH"], EX2=s["MUFU.EX2"],
+                    FFMA=s["FFMA"], FSEL=s["FSEL"], instructions=s["instructions"])
     print(key, out[key], file=sys.stderr)
 json.dump(out, open(sys.argv[1], "w"), indent=1)
