@@ -62,11 +62,15 @@ class _Compilation:
             _REPORTS.append(self.report)
 
     def _plan(self, gm, halves) -> None:
+        from .inductor import choose
         from .planning import plan_graph
         self.report.pending = set(halves)
+        devices = {n.meta["val"].device.type for n in gm.graph.nodes
+                   if n.op == "placeholder" and hasattr(n.meta.get("val"), "device")}
         try:
             self.joint = plan_graph(gm, self.be.passes, self.be.solver, self.be.time_limit,
-                                    self.be.kernels, self.be.kernel_options, self.be.rebatch, self.be.rest)
+                                    self.be.kernels, self.be.kernel_options, self.be.rebatch,
+                                    fusing_rest=choose(self.be.rest, devices)[0] == "inductor")
         except Exception as err:  # noqa: BLE001 - training goes on unfused unless strict
             self._give_up(err)
             return
@@ -110,16 +114,10 @@ class _Compilation:
         inference) and kept for the backward, which shares its CUDA-graph state."""
         if half == "backward":
             return self.inductor is not None
-        from .inductor import InductorHalves, available
-        devices = {x.device.type for x in example_inputs if hasattr(x, "device")}
-        rest = self.be.rest
-        if rest == "auto":
-            rest = "inductor" if "cuda" in devices else "torch"
-        why = available(devices) if rest == "inductor" else None
-        if why is not None:
-            if self.be.rest == "inductor" and self.be.strict:
-                raise ArgumentError(f"backend(rest='inductor'): {why}")
-            rest = "torch"
+        from .inductor import InductorHalves, choose
+        rest, why = choose(self.be.rest, {x.device.type for x in example_inputs if hasattr(x, "device")})
+        if why is not None and self.be.rest == "inductor" and self.be.strict:
+            raise ArgumentError(f"backend(rest='inductor'): {why}")
         self.report.rest = rest if why is None else f"torch ({why})"
         if rest == "inductor":
             self.inductor = InductorHalves(self.n_inputs, self.be.cudagraphs)

@@ -74,6 +74,16 @@ def decomposed(gm, inputs):
         return make_fx(gm, decomposition_table=select_decomp_table())(*args)
 
 
+def choose(rest: str, device_types) -> tuple[str, str | None]:
+    """What the backend option `rest` resolves to for graphs on these device types: ("inductor"
+    or "torch", the reason inductor was wanted but cannot run, or None). "auto" wants inductor
+    for CUDA graphs only."""
+    if rest == "auto":
+        rest = "inductor" if "cuda" in device_types else "torch"
+    why = available(device_types) if rest == "inductor" else None
+    return ("torch" if why else rest), why
+
+
 def available(device_types) -> str | None:
     """None when inductor can compile graphs on these device types, else the reason."""
     try:     # everything InductorHalves and decomposed() import (older torch lacks some)

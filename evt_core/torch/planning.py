@@ -58,17 +58,15 @@ class JointPlan:
 
 def plan_graph(gm, passes: bool = True, solver: str = "bnb", time_limit: float | None = 30.0,
                kernels: str = "auto", options: dict | None = None, rebatch: bool = False,
-               rest: str = "torch") -> JointPlan:
-    """`rest`: the backend's rest option; where the ops outside evt kernels go to inductor
-    ("inductor", or "auto" on CUDA), which folds a widening cast into its readers, group
-    outputs keep their 16-bit dtype (refine.narrow_stores)."""
+               fusing_rest: bool = False) -> JointPlan:
+    """`fusing_rest`: the ops outside evt kernels go to inductor, which folds a widening cast
+    into its readers, so group outputs keep their 16-bit dtype (refine.narrow_stores)."""
     _check_static(gm)
-    device = "cuda" if _cuda_value(gm) is not None else "cpu"
     g = from_fx(gm)
     if passes:
         g = run_pipeline(g)
     plan = layouts_with_their_gemm(g, partition(g, solver=solver, time_limit=time_limit))
-    if rest == "inductor" or (rest == "auto" and device == "cuda"):
+    if fusing_rest:
         plan = narrow_stores(g, plan)
     out = JointPlan(g, plan)
     where = {n: k for k, grp in enumerate(plan.groups) for n in grp}
@@ -80,6 +78,7 @@ def plan_graph(gm, passes: bool = True, solver: str = "bnb", time_limit: float |
             rank = len(f.meta["val"].shape)
             out.layouts.setdefault(_source(f.args[0]), []).append((f.name, _fx_perm(f, rank)))
     sms = _gpu_sms(gm, kernels)
+    device = "cuda" if _cuda_value(gm) is not None else "cpu"
     for k, grp in enumerate(plan.groups):
         if not any(g.nodes[n].op in GEMMS for n in grp):
             continue

@@ -72,15 +72,22 @@ REDUCE_SPELLING = {op: (combine, f"__int_as_float({identity_bits(op):#010x})") f
     (Op.SUM, "{x} + {y}"), (Op.MEAN, "{x} + {y}"),
     (Op.AMAX, "evt_max_nan({x}, {y})"), (Op.AMIN, "evt_min_nan({x}, {y})"))}
 
-def _f(v):
-    """An fp32 hex literal of v rounded to fp32 (float_literal, defined below, for constants)."""
-    return f"{float(np.float32(v)).hex()}f"
+
+def float_literal(value):
+    """An fp32 C literal equal to np.float32(value): a hex float of the already-rounded value, so
+    no decimal-to-binary rounding happens in the compiler."""
+    v = float(np.float32(value))
+    if math.isnan(v):
+        return "__int_as_float(0x7fffffff)"
+    if math.isinf(v):
+        return "__int_as_float(0x7f800000)" if v > 0 else "__int_as_float(0xff800000)"
+    return f"({v.hex()}f)"
 
 
 def _horner(coeffs, var):
-    expr = _f(coeffs[-1])
+    expr = float_literal(coeffs[-1])
     for c in coeffs[-2::-1]:
-        expr = f"fmaf({expr}, {var}, {_f(c)})"
+        expr = f"fmaf({expr}, {var}, {float_literal(c)})"
     return expr
 
 
@@ -88,9 +95,9 @@ def _phi(name, coeffs):
     """Phi(x) of gpu/gelu.py with the polynomial `coeffs`; also sets s = t * t."""
     return f"""// Phi(x): Phi(-|x|) = 2^(-t^2 log2 e + E(min(t, T))), t = |x| / sqrt(2) (gpu/gelu.py)
 __device__ __forceinline__ float {name}(float x, float& s) {{
-  const float t = fabsf(x) * {_f(gelu.SQRT_HALF)}, tc = fminf(t, {_f(gelu.GELU_T)});
+  const float t = fabsf(x) * {float_literal(gelu.SQRT_HALF)}, tc = fminf(t, {float_literal(gelu.GELU_T)});
   s = t * t;
-  float h; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(h) : "f"(fmaf({_f(-gelu.LOG2E)}, s, {_horner(coeffs, "tc")})));
+  float h; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(h) : "f"(fmaf({float_literal(-gelu.LOG2E)}, s, {_horner(coeffs, "tc")})));
   return x < 0.0f ? h : 1.0f - h;
 }}"""
 
@@ -115,8 +122,8 @@ __device__ __forceinline__ float evt_gelu_tanh_grad(float x) {{
 __device__ __forceinline__ float evt_gelu_grad(float x) {{
   float s, g;
   const float p = evt_phi_accurate(x, s);
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(g) : "f"({_f(-gelu.LOG2E)} * s));
-  return p + (x * {_f(gelu.INV_SQRT_2PI)}) * g;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(g) : "f"({float_literal(-gelu.LOG2E)} * s));
+  return p + (x * {float_literal(gelu.INV_SQRT_2PI)}) * g;
 }}
 __device__ __forceinline__ float evt_gelu_fast(float x) {{ float s; return x * evt_phi_fast(x, s); }}
 // ---- fast_math=True spellings (FAST_SPELLING): MUFU approximations ----
@@ -145,14 +152,3 @@ def spell(op, args, fast=False):
     names = dict(zip("abc", args))
     table = FAST_SPELLING if fast and op in FAST_SPELLING else CUDA_SPELLING
     return table[op].format(**names)
-
-
-def float_literal(value):
-    """An fp32 C literal equal to np.float32(value): a hex float of the already-rounded value, so
-    no decimal-to-binary rounding happens in the compiler."""
-    v = float(np.float32(value))
-    if math.isnan(v):
-        return "__int_as_float(0x7fffffff)"
-    if math.isinf(v):
-        return "__int_as_float(0x7f800000)" if v > 0 else "__int_as_float(0xff800000)"
-    return f"({v.hex()}f)"

@@ -73,7 +73,7 @@ def gelu_tanh_grad(x):
 def gelu_grad(x):
     # Phi(x) + x phi(x) as the cupy backend spells it (gpu/gelu.py): Phi(-|x|) = 2^(-t^2 log2 e
     # + E(min(t, T))), t = |x| / sqrt(2), phi(x) = 2^(-t^2 log2 e) / sqrt(2 pi); within erff +
-    # expf's error of float64, in about half their instructions.
+    # expf's error of float64 without erf's two polynomials and their selects.
     t = abs(x) * _SQRT_HALF
     tc = min(t, _GELU_T)
     s = t * t
