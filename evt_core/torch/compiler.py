@@ -30,9 +30,15 @@ class EvtBackend:
 
     def __init__(self, kernels: str = "auto", passes: bool = True, solver: str = "bnb",
                  time_limit: float | None = 30.0, strict: bool = False, cudagraphs: bool = False,
-                 rebatch: bool = False, uturn: bool = True, rest: str = "auto", **kernel_options):
+                 rebatch: bool = False, uturn: bool = True, rest: str = "auto", partitioner: str = "auto",
+                 **kernel_options):
+        from .saving import PARTITIONERS
         if rest not in REST:
             raise ArgumentError(f"backend(rest={rest!r}): pick one of {REST} (how the ops outside evt kernels run)")
+        if partitioner not in PARTITIONERS:
+            raise ArgumentError(f"backend(partitioner={partitioner!r}): pick one of {PARTITIONERS} (how the "
+                                "joint graph is split into forward and backward: evt_core/torch/saving.py)")
+        self.partitioner = partitioner
         self.kernels, self.passes, self.solver, self.rebatch = kernels, passes, solver, rebatch
         self.uturn, self.rest = uturn, rest
         self.time_limit, self.strict, self.kernel_options = time_limit, strict, kernel_options
@@ -40,13 +46,23 @@ class EvtBackend:
 
     def __call__(self, gm, example_inputs):
         from torch._dynamo.backends.common import aot_autograd
+        from .inductor import choose
         c = _Compilation(self, len(example_inputs))
+        # the loss ops decomposed as inductor would, so the min-cut partitioner can save what
+        # torch.compile saves (saving.py); only when inductor runs the rest, which compiles them
+        c.decompose = (self.partitioner == "min_cut" or self.partitioner == "auto"
+                       and choose(self.rest, {x.device.type for x in example_inputs if hasattr(x, "device")})[0]
+                       == "inductor")
+        extra = {}
+        if c.decompose:
+            from .saving import decompositions
+            extra["decompositions"] = decompositions()
         return aot_autograd(fw_compiler=c.forward, bw_compiler=c.backward, inference_compiler=c.inference,
-                            partition_fn=c.partition)(gm, example_inputs)
+                            partition_fn=c.partition, **extra)(gm, example_inputs)
 
     def __repr__(self) -> str:
         return (f"evt_core.torch.backend(kernels={self.kernels!r}, passes={self.passes}, cudagraphs={self.cudagraphs}, "
-                f"rest={self.rest!r})")
+                f"rest={self.rest!r}, partitioner={self.partitioner!r})")
 
 
 class _Compilation:
@@ -57,6 +73,7 @@ class _Compilation:
         self.be, self.joint, self.n_inputs = be, None, n_inputs
         self.graphs = CudaGraphs(n_inputs) if be.cudagraphs else None
         self.inductor = None      # InductorHalves once the first half chose inductor
+        self.decompose = False    # loss ops decomposed for the min-cut partitioner (saving.py), set by EvtBackend
         with _LOCK:
             self.report = Report(f"graph {len(_REPORTS)}")
             _REPORTS.append(self.report)
@@ -143,15 +160,20 @@ class _Compilation:
         warnings.warn(f"evt: {self.report.name} runs unfused{kind}: {self.report.error}", stacklevel=3)
 
     def partition(self, joint, joint_inputs, **kw):
-        from torch._functorch.partitioners import default_partition
+        from . import saving
         from .uturn import pull_into_forward, sink_scalar_tangents
+        how = saving.choose(self.be.partitioner, joint) if self.decompose else "default"
+        if how == "min_cut":
+            joint = saving.joint_graph_passes(joint)
         uturn = self.be.passes and self.be.uturn
         if uturn:
             sink_scalar_tangents(joint)
         self._plan(joint, ("forward", "backward"))
         if self.joint is not None and uturn:
             self.report.pulled = pull_into_forward(joint, self.joint)
-        return default_partition(joint, joint_inputs, **kw)
+        fw, bw, self.report.partitioner = saving.partition(joint, joint_inputs, self.joint, how, **kw)
+        self.report.saved = saving.saved_values(fw, kw["num_fwd_outputs"])
+        return fw, bw
 
     def forward(self, gm, example_inputs):
         return self._place(gm, "forward", example_inputs)

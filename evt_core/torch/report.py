@@ -16,7 +16,9 @@ class Report:
     the compiled graph it runs in, "forward", "backward" or "inference"}. `pulled`: backward nodes
     the U-turn moved into the forward (`uturn.py`). `rest`: how the ops outside evt
     kernels ran, "inductor" or "torch" (with the reason when inductor was asked for and not
-    used: `backend(rest=...)`). `bytes_saved`: bytes on
+    used: `backend(rest=...)`). `partitioner`: how the joint graph was split into forward and
+    backward, "min_cut" or "default" (saving.py); `saved`: {name: "dtype[shape]"} of the tensors
+    the forward keeps for the backward. `bytes_saved`: bytes on
     edges the plan keeps inside groups, against running every node as its own kernel."""
     name: str
     plan: object = None
@@ -26,6 +28,8 @@ class Report:
     pending: set = field(default_factory=set)       # halves (forward/backward) not compiled yet
     pulled: list = field(default_factory=list)      # fx nodes moved into the forward (uturn.pull_into_forward)
     rest: str = ""                                  # how the other ops ran: "inductor" | "torch" (and why)
+    partitioner: str = ""                           # "min_cut" | "default" (saving.py); "" for inference
+    saved: dict = field(default_factory=dict)       # tensors the forward saves: {name: "dtype[shape]"}
     error: str | None = None
 
     @property

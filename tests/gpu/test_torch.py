@@ -178,6 +178,40 @@ def test_bce_uturn_trains_like_eager_fp16(backend, cudagraphs):
     assert "sigmoid" in rep.pulled
 
 
+@pytest.mark.parametrize("cudagraphs", [False, True])
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+def test_softmax_ce_trains_like_eager_and_saves_16_bit_logits(backend, cudagraphs):
+    """Linear + cross-entropy on logits.float(): inductor runs the loss, the min-cut
+    partitioner (saving.py) keeps the kernel's fp16 logits and two row statistics for the
+    backward, never the fp32 log-probabilities. Shapes span several tiles and edge tiles."""
+    _available(backend)
+    torch.manual_seed(0)
+    model = torch.nn.Linear(256, 352).cuda().half()
+    ref = copy.deepcopy(model)
+    x = torch.randn(1100, 256, device="cuda", dtype=torch.float16)
+    t = torch.randint(0, 352, (1100,), device="cuda")
+
+    def objective(m):
+        return lambda x, t: torch.nn.functional.cross_entropy(m(x).float(), t, reduction="sum")
+    compiled = torch.compile(objective(model), backend=et.backend(kernels=backend, strict=True,
+                                                                    cudagraphs=cudagraphs), dynamic=False)
+    for _ in range(3):
+        for m in (model, ref):
+            m.zero_grad(set_to_none=True)
+        if cudagraphs:
+            torch.compiler.cudagraph_mark_step_begin()
+        loss = compiled(x, t)
+        loss.backward()
+        expect = objective(ref)(x, t)
+        expect.backward()
+        assert abs(float(loss) - float(expect)) <= 1e-3 * abs(float(expect))
+        for p, q in zip(model.parameters(), ref.parameters()):
+            assert float((p.grad.float() - q.grad.float()).norm() / q.grad.float().norm()) < 2e-2
+    (rep,) = et.reports()
+    assert rep.partitioner == "min_cut" and rep.fused, (rep.partitioner, rep.unfused)
+    assert "float16[1100, 352]" in rep.saved.values() and "float32[1100, 352]" not in rep.saved.values(), rep.saved
+
+
 @pytest.mark.parametrize("backend", GPU_BACKENDS)
 def test_a_0d_device_tensor_is_an_epilogue_input(backend):
     """A 0-d tensor (a loss's tangent) is loaded on the device, never read to the host."""
