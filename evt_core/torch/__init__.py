@@ -29,7 +29,10 @@ def backend(kernels: str = "auto", **options):
     default True), rest (how the ops outside evt kernels run: "inductor" compiles them with
     TorchInductor around the evt kernels, "torch" runs the graph's ATen ops one kernel each,
     "auto", the default, takes inductor for CUDA graphs and torch ops on the CPU:
-    evt_core/torch/inductor.py), and any compile option of the kernel backend."""
+    evt_core/torch/inductor.py), partitioner (how the joint graph splits into forward and
+    backward: "auto", the default, takes torch's min-cut partitioner for a graph holding a loss
+    that inductor's decompositions broke up and the default partitioner elsewhere; "min_cut" or
+    "default" force one: evt_core/torch/saving.py), and any compile option of the kernel backend."""
     from .compiler import EvtBackend
     return EvtBackend(kernels=kernels, **options)
 
