@@ -43,6 +43,19 @@ def stream_getter(side):
     return _cupy_stream if side == "cupy" else int      # int() == 0: the legacy default stream
 
 
+def capture_query(side):
+    """A function of the stream handle stream_getter(side)'s function returned, True while that
+    stream is being captured. For torch that handle is torch's current stream, so torch's own
+    query of its current stream answers for it (a C++ call, where `capturing`'s ctypes driver
+    call with its argument objects costs several times more on every repeated call)."""
+    if side == "torch":
+        import torch
+        query = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None)
+        if query is not None:
+            return lambda stream: query()
+    return capturing
+
+
 def _cupy_stream():
     import cupy
     return cupy.cuda.get_current_stream().ptr

@@ -66,3 +66,14 @@ def test_nothing_cross_stream_inside_a_capture(driver):
 
 def test_current_stream_of_numpy_and_numba_arrays_is_the_default_stream():
     assert streams.current_stream("numpy") == 0 and streams.current_stream("numba") == 0
+
+
+def test_capture_query_asks_torch_for_its_current_stream(monkeypatch):
+    """A torch call's stream is torch's current stream, so torch's own query answers for it;
+    CuPy's and NumPy's go to the driver query."""
+    torch = pytest.importorskip("torch")
+    answers = iter([True, False])
+    monkeypatch.setattr(torch._C, "_cuda_isCurrentStreamCapturing", lambda: next(answers), raising=False)
+    query = streams.capture_query("torch")
+    assert query(0x1234) is True and query(0x1234) is False
+    assert streams.capture_query("cupy") is streams.capturing

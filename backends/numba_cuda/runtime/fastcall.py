@@ -42,6 +42,7 @@ class FastCall:
         p = runner.p
         self.order, self.side = runner._order, side
         self.stream = streams.stream_getter(side)
+        self.capturing = streams.capture_query(side)      # of the stream self.stream() returns
         self.main, self.values = fns["main"], list(values)
         self.head = self.main.head(grid, block)
         nin, nsc = len(p.inputs), len(p.scalars)
@@ -88,9 +89,10 @@ class FastCall:
         values += outs
         if self.maps is not None:
             stored = tuple(outs[:self.n_stored])
-            if any(q & 15 for q in stored):
-                return None         # a TMA-stored output needs a 16-byte aligned base: the full path decides
-            maps = self.maps.pointers(values[0], values[1], stored, stream, streams.capturing(stream))
+            for q in stored:        # (a loop: a generator costs a frame per call)
+                if q & 15:
+                    return None     # a TMA-stored output needs a 16-byte aligned base: the full path decides
+            maps = self.maps.pointers(values[0], values[1], stored, stream, self.capturing(stream))
             if maps is None:
                 return None
             values += maps
