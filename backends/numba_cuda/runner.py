@@ -58,12 +58,12 @@ class Runner:
         if variant in self._fns:
             return self._fns[variant]
         if variant[0] == "sm90":
-            _, ab, kmajor, a_batched, b_batched, pingpong, aux_async, frag, a_kmajor = variant
-            main = module_prelude(ab, kmajor, a_kmajor) + "\n" + sm90_source(
+            _, ab, kmajor, a_batched, b_batched, pingpong, aux_async, frag, a_kmajor, bn = variant
+            main = module_prelude(ab, kmajor, a_kmajor, bn) + "\n" + sm90_source(
                 self.p, ab, kmajor, a_batched, b_batched, self.det, pingpong, aux_async, frag,
-                self.fast if frag else (), a_kmajor)
+                self.fast if frag else (), a_kmajor, bn)
             fns = {"main": self._load(variant, main, "evt_kernel", sm90_params(self.p, frag),
-                                      launch_sm90.shared_bytes(self.p, self.det, pingpong, aux_async, frag))}
+                                      launch_sm90.shared_bytes(self.p, self.det, pingpong, aux_async, frag, bn))}
         else:
             main = (simt_source(self.p, variant[1], SIM_TILING if simulator() else GPU_TILING, self.det)
                     if variant[0] == "simt" else
@@ -153,15 +153,15 @@ class Runner:
         if variant[0] == "sm90":     # the tensor maps embed the operands' addresses: a replay refills them
             capturing = side != "numpy" and streams.capturing(stream)
             geo = launch_sm90.output_maps(b, self.p) if variant[7] else ()
-            ptrs = launch_sm90.map_pointers(launch_sm90.problem(b), values[0], values[1], variant[2], stream, capturing,
-                                            tuple(zip([values[q] for q in out_pos], geo)))
+            ptrs = launch_sm90.map_pointers(launch_sm90.problem(b), values[0], values[1], variant[2], variant[9],
+                                            stream, capturing, tuple(zip([values[q] for q in out_pos], geo)))
             if ptrs is None:
                 variant, _ = select.variant(b, values[0], values[1], self.force_simt, False)
                 self.stages["sm90"] = ("fallback to the mma.sync kernel: a CUDA graph is being captured and every "
                                        "tensor-map slot is in use (new slots cannot be allocated during capture)")
             else:
                 maps = (len(values) + 3 * len(self.p.reductions),
-                        launch_sm90.ReplayMaps(launch_sm90.problem(b), variant[2], geo))
+                        launch_sm90.ReplayMaps(launch_sm90.problem(b), variant[2], variant[9], geo))
         fns = self.function(variant)
         grid, block, partial_grid = self._launch_shape(b, variant)
         if self.p.reductions and not simulator():
@@ -169,7 +169,7 @@ class Runner:
         ws = self._workspaces(b, partial_grid, stream)
         values += [v for w in ws for v in (w["ptr"], w["wm"], w["wn"])]
         if maps is not None:
-            values += launch_sm90.extra_values(b, ptrs)
+            values += launch_sm90.extra_values(b, ptrs, variant[9])
         self._launch(fns["main"], grid, block, values, stream)
         fv = fgrid = None
         if self.p.reductions:
@@ -203,7 +203,7 @@ class Runner:
         """(grid, block, partial grid): the last is (n blocks, m blocks, L) of the deterministic
         reduction partials, the grid itself except for the persistent sm90 kernel."""
         if variant[0] == "sm90":
-            return launch_sm90.grid(b, variant[5])
+            return launch_sm90.grid(b, variant[5], variant[9])
         t = MMA_TILE if variant[0] == "mma" else SIM_TILING if simulator() else GPU_TILING
         grid = (math.ceil(b.N / t.BN), math.ceil(b.M / t.BM), b.L)
         return grid, (t.threads, 1, 1), grid

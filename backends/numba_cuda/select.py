@@ -5,14 +5,15 @@ A variant is the key the Runner compiles and caches a kernel under:
                                                     cp.async cannot read;
   ('mma', dtype, a_kmajor, b_kmajor)                fp16/bf16 with 16-byte aligned A and B rows
                                                     (K- or M/N-contiguous);
-  ('sm90', dtype, b_kmajor, a_batched, b_batched, pingpong, aux_async, frag, a_kmajor)
+  ('sm90', dtype, b_kmajor, a_batched, b_batched, pingpong, aux_async, frag, a_kmajor, bn)
                                                     `sm90=True` on an sm_90 GPU when the call
                                                     fits TMA's rules (sm90_refusal says why not);
                                                     the schedule from sm90_schedule (sm90_pingpong),
                                                     (M, N) inputs staged or not (sm90_aux_async),
                                                     the epilogue on the fragments with TMA-stored
                                                     outputs or staged (sm90_fragment), A K- or
-                                                    M-contiguous (sm90.a_kmajor).
+                                                    M-contiguous (sm90.a_kmajor), the tile width
+                                                    128 or 256 (sm90_tile_n).
 The Program does not fix the operands' layout, so the choice is made per call from the bound
 strides and device addresses: pure Python, microseconds, unit-tested without a GPU.
 """
@@ -27,7 +28,7 @@ from evt_core.tree.ops import Op
 from ..gpu import sm90
 from .codegen import epilogue_fragment
 from .codegen.epilogue_sm90 import SmemLayout, tile_inputs
-from .codegen.mainloop_sm90 import BN
+from .codegen.mainloop_sm90 import BN_DEFAULT, BN_WIDE
 from .runtime import driver
 from .runtime import launch_sm90
 from .runtime.launch_sm90 import encode_maps, tile_count
@@ -63,8 +64,9 @@ def variant(b, a_ptr, b_ptr, force_simt, use_sm90, schedule="auto", program=None
             aux = (not pp and bool(tile_inputs(program))) if frag else \
                 (not pp and sm90_aux_async(b, program, in_ptrs, deterministic))
             akm = sm90.a_kmajor(b.a_strides)
-            return (("sm90", b.dtype, kmajor, b.a_strides[0] != 0, b.b_strides[0] != 0, pp, aux, frag, akm),
-                    sm90_description(b, kmajor, pp, aux, frag, akm))
+            bn = sm90_tile_n(b, program, pp, frag, deterministic)
+            return (("sm90", b.dtype, kmajor, b.a_strides[0] != 0, b.b_strides[0] != 0, pp, aux, frag, akm, bn),
+                    sm90_description(b, kmajor, pp, aux, frag, akm, bn))
         note = f"fallback to the mma.sync kernel: {why}"
     a_layout = _tc_layout(b.a_strides[2], b.a_strides[1])
     b_layout = _tc_layout(b.b_strides[1], b.b_strides[2])
@@ -106,11 +108,13 @@ def sm90_refusal(b, a_ptr, b_ptr, cc, encode=True):
     if b_kmajor(b) is None or not sm90.tma_rows_ok(b_ptr, bN if bK == 1 else bK, bL):
         return (f"B strides {b.b_strides} at address {b_ptr:#x}: TMA needs unit stride along K or N, a 16-byte "
                 "aligned base and 16-byte multiple row and batch strides")
-    if max(b.L * tile_count(b.M, sm90.BM) * tile_count(b.N, BN), b.M, b.N, b.K) >= 2 ** 31:
+    if max(b.L * tile_count(b.M, sm90.BM) * tile_count(b.N, BN_DEFAULT), b.M, b.N, b.K) >= 2 ** 31:
         return "a problem too large for the kernel's 32-bit tile arithmetic"
     if encode:
         try:
-            encode_maps(b, a_ptr, b_ptr, b_kmajor(b))
+            # (the 128-wide maps: a 256-wide tile's differ only in a K-major B's box, 64 x 256,
+            # within TMA's 256-element box sides)
+            encode_maps(b, a_ptr, b_ptr, b_kmajor(b), BN_DEFAULT)
         except KernelCompileError as e:
             return f"the driver refused a tensor map ({e})"
     return None
@@ -132,7 +136,7 @@ def sm90_pingpong(b, program):
     loads no input per row (an (M, N) residual or gradient input): such loads are latency-bound
     and need the 8 warps. Measured on the H200 (bench/RESULTS.md, 2026-12-01): ping-pong 4-5 %
     faster on R0, W1 and W3, 8-45 % slower on W2 and W4."""
-    tiles = b.L * tile_count(b.M, sm90.BM) * tile_count(b.N, BN)
+    tiles = b.L * tile_count(b.M, sm90.BM) * tile_count(b.N, BN_DEFAULT)     # ping-pong tiles are 128 wide
     per_row_loads = any(program.spans(t)[1] for t in program.inputs)
     return tiles >= 2 * launch_sm90.sm_count() and not per_row_loads
 
@@ -147,6 +151,63 @@ def _fragment_spills_in_pingpong(program):
     return column_vector and len(program.outputs) >= 2
 
 
+# 128 x 256 tiles (BN_WIDE) where they were measured to pay: sm90_wide_tile_pays
+WIDE_TILE_MIN_K = 4096        # the big-K weight gradients measured
+WIDE_TILE_MIN_FILL = 0.7      # 128 x 256 tiles per SM the grid needs at least
+
+
+def sm90_tile_n(b, program, pingpong, frag, deterministic):
+    """The tile width of an sm90 call: BN_WIDE (128 x 256, m64n256k16, 128 fp32 accumulators
+    per thread) where the kernel kind can run it (sm90_wide_tile_fits) and the problem is one
+    where it was measured to pay (sm90_wide_tile_pays); everything else BN_DEFAULT (128 x 128)."""
+    wide = sm90_wide_tile_fits(program, pingpong, frag, deterministic) and sm90_wide_tile_pays(b)
+    return BN_WIDE if wide else BN_DEFAULT
+
+
+def sm90_wide_tile_fits(program, pingpong, frag, deterministic):
+    """Whether a kernel kind can take 128 x 256 tiles:
+    - the cooperative schedule: a ping-pong warpgroup holds a whole tile, 256 accumulators per
+      thread at this width;
+    - the fragment epilogue: the staged one's fp32 staging (2 x 64 x 264 x 4 B = 132 KB) leaves
+      no room for a ring of 48 KB slots;
+    - no (M, N) input: the epilogues measured load none, and its staged rows are 128 wide;
+    - no reduction: none was measured at this width (a column reduction builds without
+      spills, but its partial slots and combines would run untested on the GPU);
+    - a ring of three slots or more beside the epilogue's buffers: a 128 x 256 16-bit output's
+      staging takes 64 KB, so one output leaves three 48 KB slots of the H200's 227 KB, two
+      outputs not even two.
+    The kinds left (one 16-bit output; column and row vectors, scalars) built for sm_90a on the
+    CPU without LDL/STL beside the 128 accumulators (a bare store, bias + relu, bias + gelu_tanh,
+    bias + erf gelu, row scale x column bias; test_sm90_codegen.py keeps three of them
+    checked), so no kind is excluded for spilling."""
+    if pingpong or not frag or program is None or tile_inputs(program) or program.reductions:
+        return False
+    lay = epilogue_fragment.FragLayout(program, BN_WIDE, deterministic, False)
+    return lay.fits and lay.stages >= 3
+
+
+def sm90_wide_tile_pays(b):
+    """Whether a call's problem is one where 128 x 256 tiles were measured faster than 128 x 128.
+    On the H200 the cupy backend's autotuner picks 128 x 256 (cooperative, 4 or 3 ring slots)
+    for the large-K weight-gradient GEMMs of a BERT training step, 8-12 % faster than this
+    kernel's 128 x 128 (A M-major, B N-major, a plain store epilogue; cupy 128 x 256 against
+    numba 128 x 128: 1024 x 4096 x 16384 190 against 206 us, 4096 x 1024 x 16384 185 against
+    202, 3072 x 1024 x 16384 158 against 177); a 128 x 256 tile reads 1.33 x less A and B per
+    output element, the likely reason once the k-loop dominates. So, where measured only:
+    - K >= WIDE_TILE_MIN_K: at small K the epilogue and the pipeline's fill weigh more, and
+      this kernel's wide ring has 3 slots, not 4 (the output staging takes the room), which
+      was not measured there;
+    - N >= 256 (what "a multiple of 256 or at least 256" comes to): below 256 half a tile
+      would compute padding;
+    - a grid of 128 x 256 tiles that fills most of the GPU, L ceil(M / 128) ceil(N / 256) >=
+      WIDE_TILE_MIN_FILL x the SM count: half as many tiles as 128 x 128 leave SMs idle where
+      128 x 128 tiles would still fill them (the three shapes above: 96-128 tiles, 132 SMs).
+    This kernel has no split-K, so every call is a no-split-K one. The schedule and epilogue
+    conditions are sm90_wide_tile_fits'."""
+    tiles = b.L * tile_count(b.M, sm90.BM) * tile_count(b.N, BN_WIDE)
+    return b.K >= WIDE_TILE_MIN_K and b.N >= BN_WIDE and tiles >= WIDE_TILE_MIN_FILL * launch_sm90.sm_count()
+
+
 def sm90_aux_async(b, program, in_ptrs, deterministic):
     """The cooperative kernel copies its (M, N) inputs into shared memory with cp.async under the
     mainloop (codegen/epilogue_sm90.aux_copy_lines) when each one's rows are N-contiguous, its
@@ -154,7 +215,7 @@ def sm90_aux_async(b, program, in_ptrs, deterministic):
     three slots (so fp32 tile inputs, 64 KB of buffers, stay on the per-row path)."""
     if not (tile_inputs(program) if program is not None else []) or not _inputs_copyable(b, program, in_ptrs):
         return False
-    lay = SmemLayout(program, BN, deterministic, False, True)
+    lay = SmemLayout(program, BN_DEFAULT, deterministic, False, True)
     return lay.fits and lay.stages >= 3
 
 
@@ -202,13 +263,13 @@ def sm90_fragment(b, program, in_ptrs, out_ptrs, pingpong, deterministic, measur
             return False
     if tile_inputs(program) and (pingpong or not _inputs_copyable(b, program, in_ptrs)):
         return False
-    lay = epilogue_fragment.FragLayout(program, BN, deterministic, pingpong)
+    lay = epilogue_fragment.FragLayout(program, BN_DEFAULT, deterministic, pingpong)
     return lay.fits and lay.stages >= 3
 
 
-def sm90_description(b, kmajor, pingpong, aux_async=False, frag=False, a_kmajor=True):
-    tiles = b.L * tile_count(b.M, sm90.BM) * tile_count(b.N, BN)
-    return (f"sm_90a warp-specialised kernel: {b.dtype}, tile {sm90.BM}x{BN}x{sm90.BK}, "
+def sm90_description(b, kmajor, pingpong, aux_async=False, frag=False, a_kmajor=True, bn=BN_DEFAULT):
+    tiles = b.L * tile_count(b.M, sm90.BM) * tile_count(b.N, bn)
+    return (f"sm_90a warp-specialised kernel: {b.dtype}, tile {sm90.BM}x{bn}x{sm90.BK}, "
             f"{'ping-pong' if pingpong else 'cooperative'} schedule, A {'K' if a_kmajor else 'M'}-major, B {'K' if kmajor else 'N'}-major, "
             f"{'epilogue on the fragments with TMA-stored outputs' if frag else 'staged epilogue'}, "
             f"{'(M, N) inputs staged by cp.async, ' if aux_async else ''}{tiles} tiles over a persistent grid")

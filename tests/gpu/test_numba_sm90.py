@@ -242,3 +242,86 @@ def test_m_major_a(shape, ab, epilogue, schedule):
     stage = _run(tree, A, B, inputs, f"M-major A {ab} {shape} {epilogue} {schedule}", sm90_schedule=schedule,
                  sm90_epilogue=epilogue)
     assert _sm90_stage(stage, schedule) and "A M-major" in stage, stage
+
+
+def _row_col(accum, rowscale, bias, alpha):
+    D = ops.relu(alpha * accum * rowscale + bias)
+    return D
+
+
+def _wide_case(name, L, M, N, K, ab, layout):
+    """(tree, A, B, inputs) of the 128 x 256 tile's epilogue kinds (select.sm90_wide_tile_fits:
+    one 16-bit output, column and row vectors, scalars) on small-integer operands, A and B in
+    `layout` (relayout's names; "plain": K-major A, N-major B)."""
+    _, A, B, _ = case("activations", L, M, N, K, ab=ab)
+    A, B = relayout(layout, A[None] if not L else A, B[None] if not L else B)
+    A, B = (A[0], B[0]) if not L else (A, B)
+    rng = np.random.default_rng(2)
+    lead = (L,) if L else ()
+    ex = {"accum": np.empty(lead + (M, N), np.float32), "D": np.empty(lead + (M, N), DTYPES[ab])}
+    if name == "bare":
+        inputs = {}
+        tree = evt_core.trace(lambda accum: {"D": accum}, ex)
+    elif name == "bias_relu":
+        inputs = {"bias": (rng.integers(-8, 8, N) / 4).astype(np.float32)}
+        tree = evt_core.trace(_bias_relu, {**ex, **inputs})
+    else:
+        inputs = {"rowscale": rng.integers(1, 4, lead + (M, 1)).astype(np.float16),
+                  "bias": rng.integers(-3, 3, N).astype(np.float16), "alpha": 0.5}
+        tree = evt_core.trace(_row_col, {**ex, **inputs})
+    return tree, A, B, inputs
+
+
+# (L, M, N, K): M below 64 and N below one 64-column panel, a single row, batched (3-D maps) with
+# N = 2 x 256 + 8 (three panels of the last tile past N), edge tiles in M and N with the last
+# tile's fourth panel partial (1000 = 3 x 256 + 232), K tails (K % 64 != 0)
+WIDE_SHAPES = [(0, 77, 48, 40), (0, 1, 16, 8), (2, 200, 520, 72), (3, 129, 264, 96), (0, 1000, 1000, 1000)]
+
+
+@pytest.mark.parametrize("layout", ["plain", "A_colmajor", "B_colmajor"])
+@pytest.mark.parametrize("ab", ["float16", "bfloat16"])
+@pytest.mark.parametrize("name", ["bare", "bias_relu", "row_col"])
+@pytest.mark.parametrize("shape", WIDE_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_wide_tile_forced(monkeypatch, shape, name, ab, layout):
+    """The 128 x 256 tile (m64n256k16, 128 accumulators per thread, a 3-slot ring) on shapes the
+    rule would leave at 128 x 128 (sm90_wide_tile_pays forced): edge tiles in M and N whose
+    store panels TMA clips or skips, K tails, batched operands, M- and K-major A, N- and K-major
+    B, a column vector loaded twice per thread and tile, a row vector and a scalar."""
+    from evt_backends.numba_cuda import select
+    monkeypatch.setattr(select, "sm90_wide_tile_pays", lambda b: True)
+    L, M, N, K = shape
+    if layout != "plain" and (M % 8 if layout == "A_colmajor" else K % 8):
+        pytest.skip("TMA needs 16-byte rows: the call would fall back")
+    tree, A, B, inputs = _wide_case(name, *shape, ab, layout)
+    stage = _run(tree, A, B, inputs, f"wide {name} {ab} {shape} {layout}")
+    assert stage.startswith("sm_90a") and "tile 128x256x64" in stage and "cooperative schedule" in stage, stage
+
+
+@pytest.mark.parametrize("ctas", [1, 2, 5])
+def test_wide_tile_many_tiles_per_cta(monkeypatch, ctas):
+    """A persistent grid of 1, 2 or 5 CTAs over 32 tiles of 128 x 256 (sm_count and the rule
+    forced; cooperative, which "auto" would not pick for so many tiles per CTA): each CTA walks
+    many tiles, the 3-slot ring wraps across tiles, and a column vector's slice is rewritten
+    tile after tile."""
+    from evt_backends.numba_cuda import select
+    from evt_backends.numba_cuda.runtime import launch_sm90
+    monkeypatch.setattr(select, "sm90_wide_tile_pays", lambda b: True)
+    monkeypatch.setattr(launch_sm90, "sm_count", lambda: ctas)
+    tree, A, B, inputs = _wide_case("bias_relu", 0, 1000, 1000, 328, "float16", "plain")
+    stage = _run(tree, A, B, inputs, f"wide, {ctas} CTAs", sm90_schedule="cooperative")
+    assert "tile 128x256x64" in stage and "32 tiles" in stage, stage
+
+
+@pytest.mark.parametrize("M,N,K", [(1096, 2776, 4100), (1096, 2824, 4100)])
+def test_wide_tile_by_the_rule(M, N, K):
+    """A weight gradient the rule itself gives 128 x 256 tiles (select.sm90_tile_n: cooperative,
+    a plain store, K >= 4096, 99 tiles of 128 x 256 against 132 SMs): M-contiguous A, N-major B,
+    edge tiles in M (1096 = 8 x 128 + 72) and N (2776 = 10 x 256 + 216, 2824 = 11 x 256 + 8) and
+    a K tail (4100 = 64 x 64 + 4)."""
+    from evt_backends.numba_cuda.runtime import launch_sm90
+    wide, narrow = -(-M // 128) * -(-N // 256), -(-M // 128) * -(-N // 128)
+    if not (wide >= 0.7 * launch_sm90.sm_count() and narrow < 2 * launch_sm90.sm_count()):
+        pytest.skip(f"{launch_sm90.sm_count()} SMs: this shape is outside the rule's window on this GPU")
+    tree, A, B, inputs = _wide_case("bare", 0, M, N, K, "float16", "plain")
+    stage = _run(tree, np.asfortranarray(A), B, inputs, f"weight gradient {M}x{N}x{K}")
+    assert "tile 128x256x64" in stage and "cooperative schedule" in stage and "A M-major, B N-major" in stage, stage

@@ -39,7 +39,8 @@ def _trace(fn, extra, out_dtype, outputs=("D",)):
 def programs():
     """name -> (program, ab dtype, B K-major, A batched, B batched, deterministic, ping-pong,
     (M, N) inputs staged by cp.async, fragment epilogue with TMA-stored outputs[, A K-major: True
-    when left out[, fast_math="auto"'s MUFU spellings: False when left out]])."""
+    when left out[, fast_math="auto"'s MUFU spellings: False when left out[, tile width BN: 128
+    when left out]]])."""
     brs = case("bias_relu_stats", 2, 13, 11, 9)[0].program
     return {
         "bare": (_trace(_bare, {}, np.float16), "float16", False, False, False, False, False, False, False),
@@ -76,6 +77,16 @@ def programs():
                                "float16", False, False, False, False, False, False, True, True, True),
         "frag_pingpong_mmajor_a": (_trace(_bias_relu, {"bias": np.empty((64,), np.float16)}, np.float16),
                                    "bfloat16", True, False, False, False, True, False, True, False),
+        # 128 x 256 tiles (select.sm90_tile_n): m64n256k16, 128 accumulators per thread, a 3-slot
+        # ring of 48 KB; cooperative with the fragment epilogue, the kinds the rule admits
+        "wide_bare": (_trace(_bare, {}, np.float16), "float16", False, False, False, False, False, False, True,
+                      True, False, 256),
+        # a weight gradient (BERT's dW = X^T dY): M-contiguous A, N-major B, a plain store
+        "wide_mmajor_a_bare": (_trace(_bare, {}, np.float16), "bfloat16", False, False, False, False, False, False,
+                               True, False, False, 256),
+        # a column vector, two values per thread and tile; a K-major B read as one 256-row box
+        "wide_bias_gelu": (_trace(_bias_gelu, {"bias": np.empty((64,), np.float32)}, np.float16),
+                           "float16", True, False, True, False, False, False, True, True, True, 256),
     }
 
 
@@ -85,10 +96,10 @@ def build(name):
         from evt_backends.numba_cuda.codegen.mainloop_sm90 import module_prelude, sm90_params, sm90_source
         from evt_backends.gpu.fastmath import fast_ops
         p, ab, kmajor, a_batched, b_batched, det, pingpong, aux, frag, *rest = programs()[name]
-        a_kmajor, fast = (list(rest) + [True, False][len(rest):])[:2]
-        src = module_prelude(ab, kmajor, a_kmajor) + "\n" + sm90_source(
+        a_kmajor, fast, bn = (list(rest) + [True, False, 128][len(rest):])[:3]
+        src = module_prelude(ab, kmajor, a_kmajor, bn) + "\n" + sm90_source(
             p, ab, kmajor, a_batched, b_batched, det, pingpong, aux, frag, fast=fast_ops(p) if fast else (),
-            a_kmajor=a_kmajor)
+            a_kmajor=a_kmajor, bn=bn)
         key = nb.cache_key("sm90_kernels", name, p.key(), src)
         _built[name] = nb.build(key, src, "evt_kernel", sm90_params(p, frag), sm90a=True)
     return _built[name]

@@ -79,6 +79,9 @@ def recorded(monkeypatch):
     monkeypatch.setattr(cuda, "lib", lambda backend="gpu": Lib())
     monkeypatch.setattr(streams, "current_stream", lambda side: 0)
     monkeypatch.setattr(streams, "stream_getter", lambda side: int)
+    # the replay asks capture_query(side)'s function (torch's query: a dummy in a CPU build);
+    # here it asks streams.capturing, which the tests replace
+    monkeypatch.setattr(streams, "capture_query", lambda side: lambda stream: streams.capturing(stream))
     monkeypatch.setattr(runner.Runner, "function", lambda self, variant: {"main": Fn(), "finish": Fn()})
     monkeypatch.setattr(arrays, "allocator", lambda side, like: lambda shape, dt, st: arrays.view(
         FakeCuda(shape, names[dt], st), "torch", "output"))
@@ -195,6 +198,47 @@ def test_sm90_fast_path_refills_the_tensor_maps(recorded, monkeypatch):
     kernel(A2, B, bias=bias, alpha=0.5)
     assert asked == [True, False] and len(encoded) == n2
 
+
+def test_sm90_wide_tile_launch(recorded, monkeypatch):
+    """A call select gives the 128 x 256 tile (a weight gradient's M-major A, K-major B, a plain
+    store, K >= 4096 and 96 wide tiles on 132 SMs): the variant key ends in 256, the grid is one
+    CTA per SM, the kernel's tile counts are ceil(M / 128) and ceil(N / 256), B's map has the
+    256-row box, and the replay launches the same."""
+    from evt_backends.gpu import streams, tensormap
+    from evt_backends.numba_cuda import runner
+    from evt_backends.numba_cuda.runtime import driver, launch_sm90
+    variants, boxes = [], []
+    fake_function = runner.Runner.function
+    monkeypatch.setattr(runner.Runner, "function", lambda self, v: variants.append(v) or fake_function(self, v))
+
+    class Slots:
+        def __init__(self, maps):
+            self.maps, self.recycles = maps, 0
+
+        def pointers(self, key, encode, stream, capturing):
+            encode()
+            return tuple(0x100000 + 128 * i for i in range(self.maps))
+    monkeypatch.setattr(launch_sm90, "_slots", {})
+    monkeypatch.setattr(launch_sm90, "MapSlots", Slots)
+    monkeypatch.setattr(driver, "compute_capability", lambda: (9, 0))
+    monkeypatch.setattr(launch_sm90, "sm_count", lambda: 132)
+    monkeypatch.setattr(launch_sm90, "watchdog_pointer", lambda: 0x77)
+    monkeypatch.setattr(tensormap, "encode",
+                        lambda ptr, dtype, dims, strides, box, **k: boxes.append(box) or bytes(128))
+    monkeypatch.setattr(streams, "capturing", lambda stream: False)
+    M, N, K = 3000, 1000, 4104          # (a K-major B needs K % 8 == 0)
+    tree = evt_core.trace(lambda accum: {"D": accum}, {"accum": np.empty((M, N), np.float32),
+                                                        "D": np.empty((M, N), np.float16)})
+    kernel = evt_core.compile(tree, backend="numba_cuda")
+    A, B = FakeCuda((M, K), torch.float16, (1, M)), FakeCuda((K, N), torch.float16, (1, K))
+    kernel(A, B)
+    assert variants[-1][0] == "sm90" and variants[-1][9] == 256, (variants, kernel.stages.get("sm90"))
+    assert "tile 128x256x64" in kernel.stages["sm90"] and "A M-major, B K-major" in kernel.stages["sm90"]
+    assert boxes[-3:] == [(64, 64), (64, 256), (64, 64)]     # A's panels, B's 256-row box, D's store panels
+    grid, values = recorded[-1]
+    assert grid == (96, 1, 1) and values[-3:] == (0x77, 24, 4)
+    kernel(A, B)                                             # the replay path
+    assert recorded[-1][0] == grid and recorded[-1][1][-3:] == (0x77, 24, 4)
 
 def test_launch_rewrites_only_changed_slots_while_the_owner_is_the_last_writer():
     """driver.Function keeps one ctypes slot per parameter: a replay (owner) rewrites only the

@@ -13,7 +13,8 @@ from evt_backends.gpu import sm90  # noqa: E402
 
 KERNELS = ("bare", "bias_gelu", "reductions_aux_two_outputs", "means_batched", "pingpong_bias_gelu",
            "pingpong_reductions", "staged_dgelu", "frag_pingpong_bias_relu", "frag_stats_det",
-           "mmajor_a_bias_gelu", "frag_pingpong_mmajor_a", "frag_bce_uturn", "frag_ffn_gelu_fast")
+           "mmajor_a_bias_gelu", "frag_pingpong_mmajor_a", "frag_bce_uturn", "frag_ffn_gelu_fast",
+           "wide_bare", "wide_mmajor_a_bare", "wide_bias_gelu")
 
 
 # Known spills, kept from growing (none now: the ping-pong fragment epilogue's column vector,
@@ -41,9 +42,13 @@ def sass(tmp_path_factory):
 
 @pytest.mark.parametrize("name", KERNELS)
 def test_sass_is_warp_specialised_wgmma_with_tma(sass, name):
+    from evt_backends.numba_cuda.runtime.build import sass_opcodes
     built, ops = sass[name]
     frags = 2 if "pingpong" in name else 1
-    assert ops["HGMMA"] >= frags * sm90.K16_STEPS, ops   # 4 x m64n128k16 per k-block and fragment
+    bn = 256 if name.startswith("wide") else 128
+    assert ops["HGMMA"] >= frags * sm90.K16_STEPS, ops   # 4 x m64nBNk16 per k-block and fragment
+    shapes = {k.split(".")[1] for k in sass_opcodes(built.image, modifiers=True) if k.startswith("HGMMA.")}
+    assert shapes == {f"64x{bn}x16"}, shapes           # every wgmma at the variant's tile width
     assert ops["UTMALDG"] >= 2, ops                   # A and B by TMA
     if name.startswith("staged") or name in ("frag_stats_det", "frag_bce_uturn"):
         assert ops["LDGSTS"] >= 1, ops                # the (M, N) input by cp.async
@@ -89,19 +94,21 @@ def test_second_build_comes_from_the_cache(sass):
 
 def test_fragment_staging_matches_the_wgmma_fragment():
     """The staging indices of codegen/epilogue_sm90 (fr + 8j, fr + 8 pitch + 8j, then +1) put every
-    accumulator of every thread at its fragment position, covering the 64 x 128 block once."""
-    from evt_backends.numba_cuda.codegen.mainloop_sm90 import BN, N_ACC
-    pitch, seen = BN + 8, set()
+    accumulator of every thread at its fragment position, covering the 64 x 128 block once (the
+    staged epilogue runs 128-wide tiles only: select.sm90_wide_tile_fits)."""
+    from evt_backends.numba_cuda.codegen.epilogue_sm90 import staging_pitch
+    bn = 128
+    pitch, seen = staging_pitch(bn), set()
     for warp in range(4):
         for lane in range(32):
             fr = (16 * warp + lane // 4) * pitch + 2 * (lane % 4)
-            for i in range(N_ACC):
+            for i in range(bn // 2):
                 j, e = divmod(i, 4)
                 idx = fr + 8 * j + (8 * pitch if e >= 2 else 0) + e % 2
                 row, col = sm90.fragment_position(i, warp, lane)
                 assert idx == row * pitch + col
                 seen.add((row, col))
-    assert seen == {(r, c) for r in range(64) for c in range(BN)}
+    assert seen == {(r, c) for r in range(64) for c in range(bn)}
 
 
 @pytest.mark.parametrize("mtiles,ntiles,L", [(1, 1, 1), (3, 5, 2), (9, 4, 1), (17, 3, 3)])

@@ -10,10 +10,10 @@ cupy's 9.8 M). Here an element costs its math, one half of a cvt-and-pack and ha
 shared store at a per-thread base plus a constant; TMA clips the stores at the edges.
 
 Fragment map (backends/gpu/sm90.fragment_position): thread (warp w, lane = 4 fg + fq) of a
-warpgroup holds d[4j + 2r + e] of an m64n128 fragment at row 16 w + fg + 8 r, column
-8 j + 2 fq + e. So a row lives in the 4 lanes of a quad (row reductions: 2 xor shuffles, then
-one combine per row and tile) and a column in the 8 quads of a warp (column reductions: 3 xor
-shuffles, then the 4 warps meet in shared memory).
+warpgroup holds d[4j + 2r + e] of an m64nBN fragment (BN = 128 or 256, the variant's tile
+width) at row 16 w + fg + 8 r, column 8 j + 2 fq + e. So a row lives in the 4 lanes of a quad
+(row reductions: 2 xor shuffles, then one combine per row and tile) and a column in the 8
+quads of a warp (column reductions: 3 xor shuffles, then the 4 warps meet in shared memory).
 
 Swizzle: in a 128B-swizzled panel, row y's 16-byte chunk c sits at chunk c ^ (y % 8). A
 fragment row's y % 8 is fg, so a warp's 32 pair stores hit 8 distinct chunks x 4 words: no bank
@@ -55,18 +55,21 @@ def refusal(program):
 
 class FragLayout:
     """Byte offsets inside the 1024-aligned dynamic shared memory: the ring, then per output a
-    128 x bn staging tile of four 8 KB panels (panel (row half h, column half c) at
-    (2 h + c) x 8 KB; cooperative warpgroup w owns row half w, a ping-pong tile both), then
-    (cooperative) per (M, N) input one padded 64-row buffer per warpgroup, then per column
-    vector (an input spanning N only) its tile's bn values as fp32 per warpgroup, then per
-    warpgroup its reduction scratch, then the mbarriers. The ring is the deepest of STAGES..2
-    that fits."""
+    128 x bn staging tile of 8 KB panels, `panels` = bn / 64 per 64-row half (panel (row half h,
+    column panel c) at (h panels + c) x 8 KB; cooperative warpgroup w owns row half w, a
+    ping-pong tile both), then (cooperative) per (M, N) input one padded 64-row buffer per
+    warpgroup, then per column vector (an input spanning N only) its tile's bn values as fp32
+    per warpgroup, then per warpgroup its reduction scratch, then the mbarriers. The ring is
+    the deepest of STAGES..2 that fits (bn = 256: 48 KB a slot, so three beside one output)."""
 
     def __init__(self, program, bn, deterministic, pingpong, stages=None):
-        assert bn == 2 * sm90.PANEL, "two 64-column panels per tile"
+        assert bn % sm90.PANEL == 0 and bn <= 4 * sm90.PANEL, "64-column panels, at most m64n256"
+        # an (M, N) input's staged rows are AUX_PITCH = 128 + 8 wide (select pairs none with 256)
+        assert bn == 2 * sm90.PANEL or not tile_inputs(program), "(M, N) inputs need BN = 128"
         if stages is None:
             stages = deepest_ring(lambda n: FragLayout(program, bn, deterministic, pingpong, n))
         self.stages, self.bn, self.pingpong = stages, bn, pingpong
+        self.panels = bn // sm90.PANEL
         self.ring = stages * sm90.stage_bytes(bn)
         self.out_bytes = sm90.BM * bn * 2
         self.outs = [self.ring + k * self.out_bytes for k in range(len(program.outputs))]
@@ -99,16 +102,25 @@ def column_vectors(program):
     return [k for k, t in enumerate(program.inputs) if program.spans(t)[2] and not program.spans(t)[1]]
 
 
+def _thread_columns(lay):
+    """(register name suffix, tile column) of the columns thread tid of a warpgroup handles in
+    per-column work (a column vector's load, a column reduction's last combine): column tid,
+    and tid + 128 of a 256-wide tile."""
+    return [(f"_{i}" if i else "", f"tid + {128 * i}" if i else "tid") for i in range(lay.bn // 128)]
+
+
 def vector_loads(program, lay):
-    """At a consumer's tile start, before its mainloop: thread tid loads column n0 + tid of each
-    column vector (zero past N) into a register, which the epilogue stores to the warpgroup's
-    shared slice (the load's latency hides under the mainloop; one load per thread and tile
-    instead of 32, the 128 of a warpgroup coalesced)."""
+    """At a consumer's tile start, before its mainloop: thread tid loads column n0 + tid (and
+    n0 + tid + 128 of a 256-wide tile) of each column vector (zero past N) into a register,
+    which the epilogue stores to the warpgroup's shared slice (the load's latency hides under
+    the mainloop; one load per thread, tile and 128 columns instead of 32, a warpgroup's
+    coalesced)."""
     out = []
     for k in lay.vecs:
         t = program.inputs[k]
-        out.append(f"bv{k} = {_LOADERS[t.dtype]}(in{k}_p, l * in{k}_sl + (n0 + tid) * in{k}_sn) if n0 + tid < N "
-                   f"else ZERO    # {t.name}: this thread's column of the tile")
+        for sfx, col in _thread_columns(lay):
+            out.append(f"bv{k}{sfx} = {_LOADERS[t.dtype]}(in{k}_p, l * in{k}_sl + (n0 + {col}) * in{k}_sn) "
+                       f"if n0 + {col} < N else ZERO    # {t.name}: this thread's column of the tile")
     return out
 
 
@@ -240,8 +252,8 @@ class _Writer:
         # tiles; cooperative ones would need a CTA-wide barrier to share one): rewritten here,
         # after every thread of the warpgroup passed the previous tile's "every pair is staged"
         # barrier (its last read of the slice), published by the barrier below.
-        vec = [f"sts(sbase + {off} + wg * {lay.vec_bytes}, tid, bv{k})    # {self.p.inputs[k].name}"
-               for k, off in lay.vecs.items()]
+        vec = [f"sts(sbase + {off} + wg * {lay.vec_bytes}, {col}, bv{k}{sfx})    # {self.p.inputs[k].name}"
+               for k, off in lay.vecs.items() for sfx, col in _thread_columns(lay)]
         if pp:
             out += ["if it > 0:", "    named_bar_sync(5 + wg, 256)   # the other warpgroup's stores have read the staging"]
             if vec:
@@ -252,7 +264,7 @@ class _Writer:
             out += vec
             out += ["if tid == 0:", "    bulk_wait_read0()   # this warpgroup's previous stores have read its staging",
                     "named_bar_sync(1 + wg, 128)"]
-        rh = "" if pp else f" + wg * {2 * PANEL_BYTES}"
+        rh = "" if pp else f" + wg * {lay.panels * PANEL_BYTES}"
         out += [f"obase{k} = sbase + {off}{rh} + (16 * w + fg) * 128 + 4 * fq    # {t.name}"
                 for k, (off, t) in enumerate(zip(lay.outs, self.p.outputs))]
         if self.staged:
@@ -336,7 +348,7 @@ class _Writer:
                 f"    # {self.p.inputs[k].name}" for k in self._pair_read() for h, r in self.rows]
         pp = self.lay.pingpong
         for h, r in self.rows:
-            const = (2 * h * PANEL_BYTES if pp else 0) + r * 1024
+            const = (h * self.lay.panels * PANEL_BYTES if pp else 0) + r * 1024
             args = [f"f{h}[{2 * r + e}]" for e in range(2)]
             args += [self._value(k, h, r, e) for k in _loaded(self.p) for e in range(2)]
             args += [f"sc{k}" for k in range(len(self.p.scalars))]
@@ -392,11 +404,14 @@ class _Writer:
             elif kind == "col":
                 out.append(f"wcol = w * {self.lay.bn} + 2 * fq    # this thread's column pair's scratch word")
                 out += [f"epi_col{k}(p{k}_{j}0, p{k}_{j}1, fg, scratch, wcol + {8 * j})" for j in range(self.lay.bn // 8)]
-                total = "lds(scratch, tid)"
-                for wi in range(1, 4):
-                    total = _comb(red, total, f"lds(scratch, {wi * self.lay.bn} + tid)")
-                out += [bar, f"a{k} = {total}", "if n0 + tid < N:", f"    {gc(f'a{k}', None, 'n0 + tid')}    # {red.name}",
-                        bar]
+                out.append(bar)
+                for _, col in _thread_columns(self.lay):     # thread tid finishes column tid (+ 128)
+                    total = f"lds(scratch, {col})"
+                    for wi in range(1, 4):
+                        total = _comb(red, total, f"lds(scratch, {wi * self.lay.bn} + {col})")
+                    out += [f"a{k} = {total}", f"if n0 + {col} < N:",
+                            f"    {gc(f'a{k}', None, f'n0 + {col}')}    # {red.name}"]
+                out.append(bar)
             else:
                 p = f"p{k}"
                 out += [f"{p} = {_comb(red, p, _shfl(p, s))}" for s in (1, 2, 4, 8, 16)]
@@ -437,9 +452,9 @@ class _Writer:
                 out.append("    if l == 0:    # an output without L is the first batch's")
                 ind = "        "
             for h in halves:
-                for c in range(2):
-                    src = f"sbase + {self.lay.outs[k] + (2 * h + c) * PANEL_BYTES}" if pp else \
-                        f"sbase + {self.lay.outs[k] + c * PANEL_BYTES} + wg * {2 * PANEL_BYTES}"
+                for c in range(self.lay.panels):
+                    src = f"sbase + {self.lay.outs[k] + (h * self.lay.panels + c) * PANEL_BYTES}" if pp else \
+                        f"sbase + {self.lay.outs[k] + c * PANEL_BYTES} + wg * {self.lay.panels * PANEL_BYTES}"
                     y = f"m0 + {64 * h}" if pp else "m0w"
                     out.append(ind + (f"tma_store_3d(tmO{k}, {src}, n0 + {64 * c}, {y}, l)" if sl else
                                       f"tma_store_2d(tmO{k}, {src}, n0 + {64 * c}, {y})"))

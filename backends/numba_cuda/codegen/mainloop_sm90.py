@@ -1,10 +1,13 @@
 """Source of the sm_90a fused kernel: persistent, warp-specialised, TMA loads into a 128B-swizzled
-full/empty mbarrier ring, wgmma m64n128k16 from shared memory, fp32 accumulate
+full/empty mbarrier ring, wgmma m64nBNk16 from shared memory, fp32 accumulate
 (hopper-gemm-notes §5-9, the design the cupy backend runs; numbers from backends/gpu/sm90.py).
+The tile width BN is a field of the variant (select.sm90_tile_n): 128 (m64n128k16, 64 fp32
+accumulators per thread) or 256 (m64n256k16, 128 accumulators; cooperative schedule and the
+fragment epilogue only, where the shared memory holds it).
 
 CTA = 384 threads. WG0 is the producer (setmaxnreg 40; its thread 0 issues every TMA load);
 WG1 and WG2 are consumers (setmaxnreg 232). Cooperative schedule (_consumer): both consumers
-work on every 128 x 128 tile, 64 rows each; ping-pong (_consumer_pingpong): they take whole
+work on every 128 x BN tile, 64 rows each; ping-pong (_consumer_pingpong): they take whole
 tiles in turn, so one's epilogue overlaps the other's mainloop. Tiles are visited persistently
 in grouped order; the producer fills the ring for the next tile while a tile's epilogue runs.
 A slot is released one k-block late (wait_group 1), so one wgmma group stays in flight. Every
@@ -20,9 +23,11 @@ from . import epilogue_fragment
 from .epilogue_sm90 import SmemLayout, aux_copy_lines, epilogue_lines
 from .abi import Param, arg_list, main_params
 
-BN = 128                          # columns per CTA tile: m64n128k16, 64 fp32 accumulators per thread
-STAGES = 4                        # ring depth; 3 where staged aux inputs need the room (SmemLayout)
-N_ACC = BN // 2
+# columns per CTA tile (BN) a variant may take: m64n128k16 (64 fp32 accumulators per thread), the
+# default, or m64n256k16 (128 accumulators; select.sm90_tile_n says where)
+BN_DEFAULT, BN_WIDE = 128, 256
+TILE_WIDTHS = (BN_DEFAULT, BN_WIDE)
+STAGES = 4                        # ring depth; fewer where the epilogue's buffers need the room (SmemLayout)
 WAIT_FULL, WAIT_EMPTY = 1, 2      # watchdog codes: which wait timed out
 
 
@@ -34,31 +39,36 @@ def sm90_params(program, frag=False):
                                    Param("tiles_m", "int"), Param("tiles_n", "int")]
 
 
-def smem_layout(program, deterministic, pingpong, aux_async, frag):
+def smem_layout(program, deterministic, pingpong, aux_async, frag, bn=BN_DEFAULT):
     """The shared-memory layout of a variant: the fragment epilogue's or the staged one's."""
     if frag:
-        return epilogue_fragment.FragLayout(program, BN, deterministic, pingpong)
-    return SmemLayout(program, BN, deterministic, pingpong, aux_async)
+        return epilogue_fragment.FragLayout(program, bn, deterministic, pingpong)
+    return SmemLayout(program, bn, deterministic, pingpong, aux_async)
 
 
-def module_prelude(ab_dtype, b_kmajor, a_kmajor=True):
-    """Module-level lines of the generated source: the intrinsics and this variant's wgmma."""
+def module_prelude(ab_dtype, b_kmajor, a_kmajor=True, bn=BN_DEFAULT):
+    """Module-level lines of the generated source: the intrinsics and this variant's wgmma
+    (m64n{bn}k16: bn / 2 fp32 accumulators per thread)."""
     ab = "bf16" if ab_dtype == "bfloat16" else "f16"
     a_layout = "" if a_kmajor else ", False"
+    n_acc = bn // 2
     return (f"from {__package__}.ptx_sm90 import *\n"
-            f"wg_fence, wg_mma, wg_commit, wg_wait1, wg_wait0 = wgmma_ops({N_ACC}, {ab!r}, {b_kmajor}{a_layout})\n"
-            f"ZERO_ACC = ({', '.join(['ZERO'] * N_ACC)},)\n")
+            f"wg_fence, wg_mma, wg_commit, wg_wait1, wg_wait0 = wgmma_ops({n_acc}, {ab!r}, {b_kmajor}{a_layout})\n"
+            f"ZERO_ACC = ({', '.join(['ZERO'] * n_acc)},)\n")
 
 
 def sm90_source(program, ab_dtype, b_kmajor, a_batched, b_batched, deterministic, pingpong=False,
-                aux_async=False, frag=False, fast=(), a_kmajor=True):
+                aux_async=False, frag=False, fast=(), a_kmajor=True, bn=BN_DEFAULT):
     """aux_async: the epilogue's (M, N) inputs are copied into shared memory by cp.async while
     the tile's mainloop runs (epilogue_sm90.aux_copy_lines), instead of loaded per row.
     frag: the tree is evaluated on the fragments and the outputs TMA-stored (epilogue_fragment;
     its layout stages every (M, N) input of a cooperative kernel); fast: the instructions it
     spells with MUFU approximations (backends/gpu/fastmath.fast_ops); a_kmajor: False for an
-    M-contiguous A (backends/gpu/sm90.a_kmajor)."""
-    lay = smem_layout(program, deterministic, pingpong, aux_async, frag)
+    M-contiguous A (backends/gpu/sm90.a_kmajor); bn: the tile width, one of TILE_WIDTHS (256:
+    cooperative with the fragment epilogue only: ping-pong would hold 256 accumulators per
+    thread, and the staged epilogue's fp32 staging leaves no room for a ring)."""
+    assert bn in TILE_WIDTHS and (bn == BN_DEFAULT or (frag and not pingpong)), (bn, frag, pingpong)
+    lay = smem_layout(program, deterministic, pingpong, aux_async, frag, bn)
     stages = lay.stages
     body = [
         "smem = cuda.shared.array(0, uint8)",
@@ -78,7 +88,7 @@ def sm90_source(program, ab_dtype, b_kmajor, a_batched, b_batched, deterministic
         "cuda.syncthreads()",
         "if wgid == 0:",
     ]
-    body += ["    " + s for s in _producer((a_kmajor, b_kmajor), a_batched, b_batched, stages)]
+    body += ["    " + s for s in _producer((a_kmajor, b_kmajor), a_batched, b_batched, stages, bn)]
     body.append("else:")
     consumer = _consumer_pingpong if pingpong else _consumer
     epilogue = (epilogue_fragment.fragment_lines if frag else epilogue_lines)
@@ -93,7 +103,7 @@ def sm90_source(program, ab_dtype, b_kmajor, a_batched, b_batched, deterministic
     return src + "\n"
 
 
-def _tile_coords(ind):
+def _tile_coords(ind, bn):
     """(l, mt, nt) of tile t in grouped order (backends/gpu/sm90.tile_coords), in u32 math."""
     g = sm90.GROUP_M
     return [f"{ind}per_batch = tiles_m * tiles_n",
@@ -106,12 +116,12 @@ def _tile_coords(ind):
             f"{ind}mt = first_m + urem32(rr, rows)",
             f"{ind}nt = udiv32(rr, rows)",
             f"{ind}m0 = mt * {sm90.BM}",
-            f"{ind}n0 = nt * {BN}"]
+            f"{ind}n0 = nt * {bn}"]
 
 
-def _producer(layouts, a_batched, b_batched, stages):
+def _producer(layouts, a_batched, b_batched, stages, bn):
     a_kmajor, b_kmajor = layouts
-    stage = sm90.stage_bytes(BN)
+    stage = sm90.stage_bytes(bn)
     a_bytes = sm90.a_stage_bytes()
 
     def load(tm, dst, x, y, batched):
@@ -122,11 +132,11 @@ def _producer(layouts, a_batched, b_batched, stages):
     else:      # M-contiguous A: 64-column panels of 64 k-rows, 8 KB apart, as an N-major B
         a_loads = [load("tmA", f"sa + {p * sm90.PANEL_BYTES}", f"m0 + {64 * p}", "k0", a_batched)
                    for p in range(sm90.BM // 64)]
-    if b_kmajor:
+    if b_kmajor:      # one box of bn rows of 64 k (TMA boxes reach 256 rows)
         b_loads = [load("tmB", "sb", "k0", "n0", b_batched)]
     else:      # (K, N) row-major: 64-column panels of 64 k-rows, 8 KB apart
         b_loads = [load("tmB", f"sb + {p * sm90.PANEL_BYTES}", f"n0 + {64 * p}", "k0", b_batched)
-                   for p in range(BN // 64)]
+                   for p in range(bn // 64)]
     out = ["# ---- producer warpgroup: one thread streams every tile's k-blocks through the ring ----",
            "setmaxnreg_producer()",
            "if tid == 0:",
@@ -136,7 +146,7 @@ def _producer(layouts, a_batched, b_batched, stages):
            "    ph = 0",
            "    tile = cuda.blockIdx.x",
            "    while tile < tiles:    # (a stepped range() would divide in int64: a CALL)"]
-    out += _tile_coords("        ")
+    out += _tile_coords("        ", bn)
     out += ["        for kb in range(ktiles):",
             f"            mbar_wait(bars + 8 * ({stages} + s), ph ^ 1, werr, {WAIT_EMPTY})   # consumers released slot s",
             "            fb = bars + 8 * s",
@@ -153,13 +163,14 @@ def _producer(layouts, a_batched, b_batched, stages):
     return out
 
 
-def _k_loop(layouts, frags, stages):
+def _k_loop(layouts, frags, stages, bn):
     """The consumer's k-loop over one tile: layouts = (a_kmajor, b_kmajor); frags =
     [(accumulator tuple, byte offset of its 64 rows of A inside a stage: the same in both A
-    layouts)], each one m64n128 wgmma per k16 step. A slot is released one k-block late
-    (wait_group 1 keeps one wgmma group in flight)."""
+    layouts)], each one m64n{bn} wgmma per k16 step (the B descriptor is the same for both
+    widths: a K-major B's rows are SBO apart, an N-major B's 64-column panels LBO apart). A
+    slot is released one k-block late (wait_group 1 keeps one wgmma group in flight)."""
     a_kmajor, b_kmajor = layouts
-    stage = sm90.stage_bytes(BN)
+    stage = sm90.stage_bytes(bn)
     a_bytes = sm90.a_stage_bytes()
     ka, la, sa_ = sm90.DESC_K_MAJOR if a_kmajor else sm90.DESC_N_MAJOR
     kb_, lb, sb_ = sm90.DESC_K_MAJOR if b_kmajor else sm90.DESC_N_MAJOR
@@ -198,20 +209,20 @@ def _consumer(program, layouts, deterministic, lay, epilogue, tile_loads):
            "ph = 0",
            "tile = cuda.blockIdx.x",
            "while tile < tiles:"]
-    out += _tile_coords("    ")
+    out += _tile_coords("    ", lay.bn)
     out.append("    acc = ZERO_ACC")
     out += ["    " + x for x in tile_loads + aux_copy_lines(program, lay)]
-    out += ["    " + x for x in _k_loop(layouts, [("acc", f"wg * {sm90.A_HALF_BYTES}")], lay.stages)]
+    out += ["    " + x for x in _k_loop(layouts, [("acc", f"wg * {sm90.A_HALF_BYTES}")], lay.stages, lay.bn)]
     out += ["    " + x for x in epilogue(program, lay, ["acc"], deterministic)]
     out.append("    tile = tile + cuda.gridDim.x")
     return out
 
 
 def _consumer_pingpong(program, layouts, deterministic, lay, epilogue, tile_loads):
-    """Ping-pong: the CTA's tiles go alternately to WG1 and WG2, each holding a whole 128 x 128
-    tile as two m64n128 fragments. Named barriers 3 and 4 order the mainloops (WG1's tile i,
-    then WG2's tile i + 1, ...), so one warpgroup has the tensor cores while the other runs
-    its epilogue. The producer streams every tile through one ring in tile order, so a
+    """Ping-pong (BN = 128 only): the CTA's tiles go alternately to WG1 and WG2, each holding a
+    whole 128 x 128 tile as two m64n128 fragments. Named barriers 3 and 4 order the mainloops
+    (WG1's tile i, then WG2's tile i + 1, ...), so one warpgroup has the tensor cores while the
+    other runs its epilogue. The producer streams every tile through one ring in tile order, so a
     consumer's tile `it` (its index among the CTA's tiles) starts at ring position
     it * ktiles; slot and phase depend only on that position mod 2 * stages."""
     stages = lay.stages
@@ -223,7 +234,7 @@ def _consumer_pingpong(program, layouts, deterministic, lay, epilogue, tile_load
            "it = wg",
            "tile = cuda.blockIdx.x + wg * cuda.gridDim.x",
            "while tile < tiles:"]
-    out += _tile_coords("    ")
+    out += _tile_coords("    ", lay.bn)
     out += ["    " + x for x in tile_loads]
     out += ["    acc0 = ZERO_ACC",
             "    acc1 = ZERO_ACC",
@@ -232,7 +243,7 @@ def _consumer_pingpong(program, layouts, deterministic, lay, epilogue, tile_load
             f"    pos = ((it & {ring - 1}) * (ktiles & {ring - 1})) & {ring - 1}   # ring position mod {ring}",
             f"    s = pos & {stages - 1}",
             f"    ph = pos // {stages}"]
-    out += ["    " + x for x in _k_loop(layouts, [("acc0", "0"), ("acc1", str(sm90.A_HALF_BYTES))], stages)]
+    out += ["    " + x for x in _k_loop(layouts, [("acc0", "0"), ("acc1", str(sm90.A_HALF_BYTES))], stages, lay.bn)]
     out += ["    if tile + cuda.gridDim.x < tiles:",
             "        named_bar_arrive(4 - wg, 256)    # the other warpgroup's next mainloop may start"]
     out += ["    " + x for x in epilogue(program, lay, ["acc0", "acc1"], deterministic)]

@@ -162,9 +162,10 @@ def _link(ptx, cc, source):
         nj.destroy(h)
 
 
-def sass_opcodes(cubin):
+def sass_opcodes(cubin, modifiers=False):
     """Opcode histogram of a cubin (CPU-only: the cuobjdump wheel). Opcodes, not substrings:
-    every dump contains the section name SHT_CUDA_CALLGRAPH."""
+    every dump contains the section name SHT_CUDA_CALLGRAPH. modifiers: count each opcode with
+    its modifiers (HGMMA.64x256x16.F32), else the opcode alone (HGMMA)."""
     import collections
     import subprocess
     import tempfile
@@ -175,9 +176,9 @@ def sass_opcodes(cubin):
         text = subprocess.run([tool, "-sass", f.name], capture_output=True, text=True, check=True).stdout
     ops = collections.Counter()
     for line in text.splitlines():
-        m = re.match(r"\s+/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_.]*)", line)
+        m = re.match(r"\s+/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Za-z0-9_.]*)", line)
         if m:
-            ops[m.group(1).split(".")[0]] += 1
+            ops[m.group(1) if modifiers else m.group(1).split(".")[0]] += 1
     return ops
 
 

@@ -13,7 +13,7 @@ from evt_core.errors import EvtError
 from ...gpu import sm90, tensormap
 from . import driver
 from .map_slots import MapSlots
-from ..codegen.mainloop_sm90 import BN, WAIT_EMPTY, WAIT_FULL, smem_layout
+from ..codegen.mainloop_sm90 import WAIT_EMPTY, WAIT_FULL, smem_layout
 from ..codegen.epilogue_sm90 import staged_rows
 
 _MULTIPROCESSOR_COUNT = 16        # CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
@@ -33,14 +33,14 @@ def problem(b):
     return (b.L, b.M, b.N, b.K, tuple(b.a_strides), tuple(b.b_strides), b.dtype)
 
 
-def encode_maps(b, a_ptr, b_ptr, kmajor):
-    """The 256 bytes of the A and B maps."""
-    return _encode(problem(b), a_ptr, b_ptr, kmajor)
+def encode_maps(b, a_ptr, b_ptr, kmajor, bn):
+    """The 256 bytes of the A and B maps for tiles bn wide."""
+    return _encode(problem(b), a_ptr, b_ptr, kmajor, bn)
 
 
-def _encode(prob, a_ptr, b_ptr, kmajor):
+def _encode(prob, a_ptr, b_ptr, kmajor, bn):
     L, M, N, K, a_strides, b_strides, dtype = prob
-    amap, bmap = sm90.operand_maps(L, M, N, K, a_strides, b_strides, kmajor, BN,
+    amap, bmap = sm90.operand_maps(L, M, N, K, a_strides, b_strides, kmajor, bn,
                                    a_kmajor=sm90.a_kmajor(a_strides))   # select's rule, from the same strides
     return (tensormap.encode(a_ptr, dtype, *amap, backend="numba_cuda")
             + tensormap.encode(b_ptr, dtype, *bmap, backend="numba_cuda"))
@@ -50,23 +50,24 @@ def tile_count(n, t):
     return -(-n // t)
 
 
-def grid(b, pingpong):
-    """(launch grid, block, the reduction partial grid (n blocks, m blocks, L)): one CTA per SM at
-    most (persistent), and one deterministic partial slot per block of rows a consumer
-    warpgroup evaluates (64 cooperative, 128 ping-pong: codegen/epilogue_sm90.staged_rows)."""
-    tm, tn = tile_count(b.M, sm90.BM), tile_count(b.N, BN)
+def grid(b, pingpong, bn):
+    """(launch grid, block, the reduction partial grid (n blocks, m blocks, L)) for tiles bn
+    wide: one CTA per SM at most (persistent), and one deterministic partial slot per tile
+    column and per block of rows a consumer warpgroup evaluates (64 cooperative, 128 ping-pong:
+    codegen/epilogue_sm90.staged_rows)."""
+    tm, tn = tile_count(b.M, sm90.BM), tile_count(b.N, bn)
     ctas = min(b.L * tm * tn, sm_count())
     return (ctas, 1, 1), (sm90.THREADS, 1, 1), (tn, tm * (sm90.BM // staged_rows(pingpong)), b.L)
 
 
-def shared_bytes(program, deterministic, pingpong, aux_async, frag=False):
-    return smem_layout(program, deterministic, pingpong, aux_async, frag).total
+def shared_bytes(program, deterministic, pingpong, aux_async, frag, bn):
+    return smem_layout(program, deterministic, pingpong, aux_async, frag, bn).total
 
 
-def extra_values(b, maps):
+def extra_values(b, maps, bn):
     """The kernel's trailing parameters (codegen/mainloop_sm90.sm90_params): the map addresses
     (A, B, then the fragment epilogue's outputs), the watchdog word, the tile counts."""
-    return [*maps, watchdog_pointer(), tile_count(b.M, sm90.BM), tile_count(b.N, BN)]
+    return [*maps, watchdog_pointer(), tile_count(b.M, sm90.BM), tile_count(b.N, bn)]
 
 
 def output_maps(b, program):
@@ -76,20 +77,21 @@ def output_maps(b, program):
                  for op, t in zip(program.outputs, b.outputs))
 
 
-def map_pointers(prob, a_ptr, b_ptr, kmajor, stream, capturing, outs=()):
-    """Device addresses of the maps of a call (A, B, then one per (pointer, output_maps
-    geometry) in `outs`), written on `stream` ahead of the kernel (runtime/map_slots.py: also
-    inside a CUDA-graph capture); None when capturing and no slot is free. A dictionary hit for
-    addresses seen before (the repeated-call path refills them per call, runtime/fastcall.py)."""
+def map_pointers(prob, a_ptr, b_ptr, kmajor, bn, stream, capturing, outs=()):
+    """Device addresses of the maps of a call with tiles bn wide (A, B, then one per (pointer,
+    output_maps geometry) in `outs`), written on `stream` ahead of the kernel
+    (runtime/map_slots.py: also inside a CUDA-graph capture); None when capturing and no slot
+    is free. A dictionary hit for addresses seen before (the repeated-call path refills them
+    per call, runtime/fastcall.py)."""
     slots = _slots.get(2 + len(outs))
     if slots is None:
         slots = _slots[2 + len(outs)] = MapSlots(2 + len(outs))
 
     def encode():
-        raw = _encode(prob, a_ptr, b_ptr, kmajor)
+        raw = _encode(prob, a_ptr, b_ptr, kmajor, bn)
         return raw + b"".join(tensormap.encode(ptr, dtype, dims, strides, box, backend="numba_cuda")
                               for ptr, (dtype, dims, strides, box) in outs)
-    return slots.pointers((prob, a_ptr, b_ptr, kmajor, outs), encode, stream, capturing)
+    return slots.pointers((prob, a_ptr, b_ptr, kmajor, bn, outs), encode, stream, capturing)
 
 
 class ReplayMaps:
@@ -101,8 +103,8 @@ class ReplayMaps:
     slot's, and it is reused only outside a capture (a captured call must go through MapSlots,
     which hands the slot to the graph) and while that MapSlots has not recycled since."""
 
-    def __init__(self, prob, kmajor, geo):
-        self.prob, self.kmajor, self.geo, self.maps = prob, kmajor, geo, 2 + len(geo)
+    def __init__(self, prob, kmajor, bn, geo):
+        self.prob, self.kmajor, self.bn, self.geo, self.maps = prob, kmajor, bn, geo, 2 + len(geo)
         self._last = None        # (A, B, output addresses, MapSlots, its recycles, map pointers)
 
     def pointers(self, a_ptr, b_ptr, out_ptrs, stream, capturing):
@@ -110,7 +112,8 @@ class ReplayMaps:
         if (not capturing and last is not None and last[0] == a_ptr and last[1] == b_ptr and last[2] == out_ptrs
                 and last[3].recycles == last[4] and _slots.get(self.maps) is last[3]):
             return last[5]
-        ptrs = map_pointers(self.prob, a_ptr, b_ptr, self.kmajor, stream, capturing, tuple(zip(out_ptrs, self.geo)))
+        ptrs = map_pointers(self.prob, a_ptr, b_ptr, self.kmajor, self.bn, stream, capturing,
+                            tuple(zip(out_ptrs, self.geo)))
         if ptrs is not None and not capturing:
             slots = _slots[self.maps]
             self._last = (a_ptr, b_ptr, out_ptrs, slots, slots.recycles, ptrs)

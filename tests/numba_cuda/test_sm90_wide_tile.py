@@ -1,0 +1,202 @@
+"""CPU checks of the sm_90a kernel's 128 x 256 tile (BN = 256, m64n256k16): which calls take it
+(select.sm90_tile_n), the generated source and shared-memory layout at that width, and the
+tensor maps of its operands. Its SASS is checked in test_sm90_codegen.py (the wide_* kernels), the
+runner's launch of it in test_fastcall.py, its results on the H200 in
+tests/gpu/test_numba_sm90.py (test_wide_tile)."""
+import os
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+import evt_core  # noqa: E402
+from evt_core import ops  # noqa: E402
+from evt_backends.gpu import sm90  # noqa: E402
+from evt_backends.gpu.fastmath import fast_ops  # noqa: E402
+from evt_backends.numba_cuda import select  # noqa: E402
+from evt_backends.numba_cuda.codegen import epilogue_fragment as ef  # noqa: E402
+from evt_backends.numba_cuda.codegen.mainloop_sm90 import module_prelude, sm90_source  # noqa: E402
+
+SMS = 132          # the H200's
+
+
+def _trace(fn, inputs, outputs):
+    ex = {"accum": np.empty((64, 64), np.float32), **inputs, **outputs}
+    return evt_core.trace(fn, ex).program
+
+
+def _bare(accum):
+    return {"D": accum}
+
+
+def _bias_gelu(accum, bias):
+    return {"D": ops.gelu_tanh(accum + bias)}
+
+
+def _row_col(accum, rowscale, bias, alpha):
+    return {"D": ops.relu(alpha * accum * rowscale + bias)}
+
+
+def _residual(accum, r):
+    return {"D": accum + r}
+
+
+def _row_sums(accum):
+    return {"D": accum, "S": ops.sum(accum, over="N")}
+
+
+def _two_outputs(accum, bias):
+    z = accum + bias
+    return {"z": z, "D": ops.relu(z)}
+
+
+H = {"D": np.empty((64, 64), np.float16)}
+PROGRAMS = {
+    "bare": _trace(_bare, {}, H),
+    "bias_gelu": _trace(_bias_gelu, {"bias": np.empty(64, np.float32)}, H),
+    "row_col": _trace(_row_col, {"rowscale": np.empty((64, 1), np.float16), "bias": np.empty(64, np.float16),
+                                 "alpha": 0.5}, H),
+    "residual": _trace(_residual, {"r": np.empty((64, 64), np.float16)}, H),
+    "row_sums": _trace(_row_sums, {}, {**H, "S": np.empty(64, np.float32)}),
+    "two_outputs": _trace(_two_outputs, {"bias": np.empty(64, np.float16)}, {"z": np.empty((64, 64), np.float16), **H}),
+    "fp32_out": _trace(_bare, {}, {"D": np.empty((64, 64), np.float32)}),
+}
+PTRS = [0x10000 * (k + 1) for k in range(8)]
+
+
+def _bound(p, M, N, K, L=1, a_mmajor=True, b_kmajor=False):
+    """A bound call of program p: a weight gradient's operands by default (A M-contiguous, B
+    N-contiguous), dense (M, N) outputs and inputs."""
+    def tensor(op):
+        s = p.spans(op)
+        return SimpleNamespace(strides=(0, N if s[1] else 0, 1 if s[2] else 0))
+    return SimpleNamespace(L=L, M=M, N=N, K=K, dtype="float16", a_strides=(0, 1, M) if a_mmajor else (0, K, 1),
+                           b_strides=(0, 1, K) if b_kmajor else (0, N, 1),
+                           outputs=[tensor(t) for t in p.outputs], inputs=[tensor(t) for t in p.inputs])
+
+
+@pytest.fixture
+def gpu(monkeypatch):
+    from evt_backends.numba_cuda.runtime import driver, launch_sm90
+    monkeypatch.setattr(launch_sm90, "sm_count", lambda: SMS)
+    monkeypatch.setattr(driver, "compute_capability", lambda: (9, 0))
+    monkeypatch.setattr(select, "encode_maps", lambda *a: b"")
+
+
+def _choose(name, M, N, K, L=1, schedule="auto", epilogue="auto", **kw):
+    p = PROGRAMS[name]
+    v, note = select.variant(_bound(p, M, N, K, L, **kw), 0x1000, 0x2000, False, True, schedule, p, PTRS, False,
+                             PTRS, epilogue, fast_ops(p))
+    return v, note
+
+
+@pytest.mark.parametrize("name,M,N,K,L,kw", [
+    ("bare", 1024, 4096, 16384, 1, {}),         # BERT's weight gradients, measured 8-12 % faster at 128 x 256
+    ("bare", 4096, 1024, 16384, 1, {}),
+    ("bare", 3072, 1024, 16384, 1, {}),         # 96 tiles of 128 x 256: just over 0.7 x 132
+    ("bare", 3000, 1000, 4100, 1, {}),          # edge tiles in M and N, a K tail
+    ("bare", 128 * 93, 256, 4096, 1, {}),       # 93 tiles >= 92.4
+    ("bare", 512, 1024, 8192, 6, {}),           # batches count: 6 x 4 x 4 tiles
+    ("bare", 4096, 1024, 16384, 1, {"a_mmajor": False, "b_kmajor": True}),
+    ("bias_gelu", 4096, 1024, 16384, 1, {}),    # a column vector
+    ("row_col", 4096, 1024, 16384, 1, {}),      # row and column vectors, a scalar
+])
+def test_wide_tile_where_it_pays(gpu, name, M, N, K, L, kw):
+    v, note = _choose(name, M, N, K, L, **kw)
+    assert v[0] == "sm90" and v[9] == 256 and not v[5] and v[7], v
+    assert "tile 128x256x64" in note and "cooperative schedule" in note, note
+
+
+@pytest.mark.parametrize("name,M,N,K,opts,why", [
+    ("bare", 4096, 1024, 2048, {}, "K below 4096"),
+    ("bare", 128 * 92, 256, 4096, {}, "92 tiles < 0.7 x 132"),
+    ("bare", 1024, 1024, 16384, {}, "32 tiles"),
+    ("bare", 16384, 128, 16384, {}, "N below 256"),
+    ("bare", 8192, 8192, 4096, {}, "auto takes ping-pong: 4096 tiles of 128 x 128"),
+    ("bare", 4096, 1024, 16384, {"schedule": "pingpong"}, "ping-pong"),
+    ("bare", 4096, 1024, 16384, {"epilogue": "staged"}, "the staged epilogue"),
+    ("fp32_out", 4096, 1024, 16384, {}, "an fp32 output: the staged epilogue"),
+    ("residual", 4096, 1024, 16384, {}, "an (M, N) input"),
+    ("row_sums", 4096, 1024, 16384, {}, "a reduction"),
+    ("two_outputs", 4096, 1024, 16384, {}, "two outputs: no 3-slot ring fits"),
+])
+def test_everything_else_keeps_128(gpu, name, M, N, K, opts, why):
+    v, note = _choose(name, M, N, K, **opts)
+    assert v[0] == "sm90" and v[9] == 128 and "tile 128x128x64" in note, (why, v, note)
+
+
+def test_wide_layout_keeps_three_slots_beside_one_output():
+    """48 KB slots: three of them and a 64 KB output staging (plus vectors, scratch, barriers and
+    the alignment slack) fit the H200's 227 KB; a second output leaves no ring of two."""
+    for name in ("bare", "bias_gelu", "row_col"):
+        lay = ef.FragLayout(PROGRAMS[name], 256, False, False)
+        assert lay.stages == 3 and lay.fits and lay.total <= sm90.MAX_DYNAMIC_SHARED, (name, lay.total)
+        assert lay.ring == 3 * 49152 and lay.out_bytes == 65536 and lay.outs[0] % sm90.SWIZZLE_ALIGN == 0
+        assert lay.scratch_bytes == 4 * 4 * 256
+    assert not ef.FragLayout(PROGRAMS["two_outputs"], 256, False, False).fits
+    assert select.sm90_wide_tile_fits(PROGRAMS["bare"], False, True, False)
+    assert not select.sm90_wide_tile_fits(PROGRAMS["bare"], True, True, False)       # ping-pong
+    assert not select.sm90_wide_tile_fits(PROGRAMS["bare"], False, False, False)      # staged epilogue
+
+
+def test_wide_source():
+    """The producer's stage is 48 KB and an N-major B four 64-column panels; tiles step 256
+    columns; the wgmma is m64n256 with 128 accumulators; a warpgroup TMA-stores its four 8 KB
+    panels; a column vector is loaded twice per thread (columns tid and tid + 128) and both
+    parked in the warpgroup's 1 KB slice."""
+    p = PROGRAMS["bias_gelu"]
+    src = sm90_source(p, "float16", False, False, False, False, False, False, True, fast_ops(p), bn=256)
+    assert "mbar_expect_tx(fb, 49152)" in src and "sb = sa + 16384" in src and "n0 = nt * 256" in src
+    assert [f"tma_load_2d(sb + {8192 * q}, tmB, n0 + {64 * q}, k0, fb)" in src for q in range(4)] == [True] * 4
+    assert src.count("tma_load_2d(sb") == 4
+    for c in range(4):
+        assert f"tma_store_2d(tmO0, sbase + {3 * 49152 + 8192 * c} + wg * 32768, n0 + {64 * c}, m0w)" in src
+    assert src.count("tma_store_2d(") == 4
+    assert "bv0 = ld_f32(in0_p, l * in0_sl + (n0 + tid) * in0_sn) if n0 + tid < N else ZERO" in src
+    assert "bv0_1 = ld_f32(in0_p, l * in0_sl + (n0 + tid + 128) * in0_sn) if n0 + tid + 128 < N else ZERO" in src
+    assert ", tid, bv0)" in src and ", tid + 128, bv0_1)" in src and "wg * 1024" in src
+    assert src.count("epi_group(i64(") == 32                      # 32 column groups of 8
+    assert module_prelude("float16", False, bn=256).startswith(
+        f"from {ef.__package__}.ptx_sm90 import *\nwg_fence, wg_mma, wg_commit, wg_wait1, wg_wait0 = "
+        "wgmma_ops(128, 'f16', False)\nZERO_ACC = (" + ", ".join(["ZERO"] * 128) + ",)")
+    kmajor = sm90_source(p, "float16", True, False, False, False, False, False, True, fast_ops(p), bn=256)
+    assert "tma_load_2d(sb, tmB, k0, n0, fb)" in kmajor              # one box of 256 rows of 64 k
+    with pytest.raises(AssertionError):
+        sm90_source(p, "float16", False, False, False, False, True, False, True, bn=256)      # ping-pong
+    with pytest.raises(AssertionError):
+        sm90_source(p, "float16", False, False, False, False, False, False, False, bn=256)    # staged
+
+
+def test_wide_pair_stores_cover_each_warpgroup_s_panels_once():
+    """The address obase + const + xo a pair store hits at BN = 256 (cooperative): every 32-bit
+    word of a warpgroup's four 64 x 64 panels exactly once, at the 128B swizzle's position of
+    its (row, column), the two warpgroups' panels side by side."""
+    lay = ef.FragLayout(PROGRAMS["bare"], 256, False, False)
+    seen = {}
+    for wg in range(2):
+        for tid in range(128):
+            w, fg, fq = tid // 32, (tid % 32) // 4, tid % 4
+            obase = wg * lay.panels * ef.PANEL_BYTES + (16 * w + fg) * 128 + 4 * fq
+            for j in range(32):
+                for r in range(2):
+                    at = obase + r * 1024 + (fg ^ (j & 7)) * 16 + (j >> 3) * ef.PANEL_BYTES
+                    row, col = 16 * w + fg + 8 * r, 8 * j + 2 * fq
+                    y, x = row, col % 64
+                    panel = 4 * wg + col // 64
+                    want = panel * ef.PANEL_BYTES + y * 128 + (((x * 2) // 16) ^ (y % 8)) * 16 + x * 2 % 16
+                    assert at == want, (wg, tid, j, r)
+                    seen.setdefault(at, []).append((wg, tid, j, r))
+    assert sorted(seen) == list(range(0, lay.out_bytes, 4))
+
+
+def test_wide_operand_maps():
+    """A K-major B is one box of 256 rows of 64 k (TMA's largest box side); an N-major B and
+    either A are the boxes of the 128-wide tile."""
+    a, b = sm90.operand_maps(1, 300, 520, 200, (0, 200, 1), (0, 1, 200), True, 256)
+    assert a == ((200, 300), (400,), (64, 128)) and b == ((200, 520), (400,), (64, 256))
+    _, b = sm90.operand_maps(1, 300, 520, 200, (0, 200, 1), (0, 520, 1), False, 256)
+    assert b == ((520, 200), (1040,), (64, 64))
+
