@@ -62,3 +62,25 @@ def test_a_u_turn_keeps_the_default_partitioner(kernel_calls):
 def test_unknown_partitioner_is_refused_by_name():
     with pytest.raises(ArgumentError, match="partitioner='greedy'.*auto.*min_cut.*default"):
         et.backend(partitioner="greedy")
+
+
+def test_min_cut_that_would_save_inside_a_fused_group_falls_back(monkeypatch, kernel_calls):
+    """A transformer block's FFN group stores gelu(z) and a view of z; min-cut would save the
+    GEMM's own result z, which no kernel stores, so the graph would compute that GEMM a second
+    time (a BERT-Large layer 14 % slower, bench/RESULTS-train.md run 58): the default split runs."""
+    from evt_core.torch import saving
+    asked = []
+    check = saving._saves_inside_a_group
+    monkeypatch.setattr(saving, "_saves_inside_a_group", lambda *a: asked.append(check(*a)) or asked[-1])
+    torch.manual_seed(0)
+    model = torch.nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, activation="gelu", batch_first=True)
+    ref = torch.nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, activation="gelu", batch_first=True)
+    ref.load_state_dict(model.state_dict())
+    x = torch.randn(2, 16, 64)
+    be = et.backend(rest="torch", partitioner="min_cut", strict=True)
+    torch.compile(lambda x: model(x).square().sum(), backend=be, dynamic=False)(x).backward()
+    ref(x).square().sum().backward()
+    (rep,) = et.reports()
+    assert asked == [True] and rep.partitioner == "default" and rep.fused
+    for p, q in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)
