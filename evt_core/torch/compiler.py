@@ -46,13 +46,7 @@ class EvtBackend:
 
     def __call__(self, gm, example_inputs):
         from torch._dynamo.backends.common import aot_autograd
-        from .inductor import choose
-        c = _Compilation(self, len(example_inputs))
-        # the loss ops decomposed as inductor would, so the min-cut partitioner can save what
-        # torch.compile saves (saving.py); only when inductor runs the rest, which compiles them
-        c.decompose = (self.partitioner == "min_cut" or self.partitioner == "auto"
-                       and choose(self.rest, {x.device.type for x in example_inputs if hasattr(x, "device")})[0]
-                       == "inductor")
+        c = _Compilation(self, example_inputs)
         extra = {}
         if c.decompose:
             from .saving import decompositions
@@ -68,26 +62,28 @@ class EvtBackend:
 class _Compilation:
     """The state of one compiled graph: its plan and its report."""
 
-    def __init__(self, be: EvtBackend, n_inputs: int):
+    def __init__(self, be: EvtBackend, example_inputs):
         from .cudagraphs import CudaGraphs
-        self.be, self.joint, self.n_inputs = be, None, n_inputs
-        self.graphs = CudaGraphs(n_inputs) if be.cudagraphs else None
+        from .inductor import choose
+        self.be, self.joint, self.n_inputs = be, None, len(example_inputs)
+        self.graphs = CudaGraphs(self.n_inputs) if be.cudagraphs else None
         self.inductor = None      # InductorHalves once the first half chose inductor
-        self.decompose = False    # loss ops decomposed for the min-cut partitioner (saving.py), set by EvtBackend
+        # backend(rest=...) resolved once for the graph's devices: ("inductor" | "torch", why not inductor)
+        self.rest, self.rest_why = choose(be.rest, {x.device.type for x in example_inputs if hasattr(x, "device")})
+        # the loss ops decomposed as inductor would, so the min-cut partitioner can save what
+        # torch.compile saves (saving.py); only when inductor runs the rest, which compiles them
+        self.decompose = be.partitioner == "min_cut" or be.partitioner == "auto" and self.rest == "inductor"
         with _LOCK:
             self.report = Report(f"graph {len(_REPORTS)}")
             _REPORTS.append(self.report)
 
     def _plan(self, gm, halves) -> None:
-        from .inductor import choose
         from .planning import plan_graph
         self.report.pending = set(halves)
-        devices = {n.meta["val"].device.type for n in gm.graph.nodes
-                   if n.op == "placeholder" and hasattr(n.meta.get("val"), "device")}
         try:
             self.joint = plan_graph(gm, self.be.passes, self.be.solver, self.be.time_limit,
                                     self.be.kernels, self.be.kernel_options, self.be.rebatch,
-                                    fusing_rest=choose(self.be.rest, devices)[0] == "inductor")
+                                    fusing_rest=self.rest == "inductor")
         except Exception as err:  # noqa: BLE001 - training goes on unfused unless strict
             self._give_up(err)
             return
@@ -109,7 +105,7 @@ class _Compilation:
             self.report.placed.update({k: half for k in placed})
             for k, why in refused.items():
                 self.report.refused.setdefault(k, why)
-        if self._runs_inductor(half, example_inputs):
+        if self._runs_inductor(half):
             try:
                 if half == "backward":
                     return self.inductor.backward(gm, example_inputs)
@@ -126,13 +122,13 @@ class _Compilation:
             return self.graphs.backward(gm, example_inputs)
         return self.graphs.forward(gm, example_inputs, is_inference=half == "inference")
 
-    def _runs_inductor(self, half, example_inputs) -> bool:
+    def _runs_inductor(self, half) -> bool:
         """Whether inductor compiles this half: decided by the first half compiled (forward or
         inference) and kept for the backward, which shares its CUDA-graph state."""
         if half == "backward":
             return self.inductor is not None
-        from .inductor import InductorHalves, choose
-        rest, why = choose(self.be.rest, {x.device.type for x in example_inputs if hasattr(x, "device")})
+        from .inductor import InductorHalves
+        rest, why = self.rest, self.rest_why
         if why is not None and self.be.rest == "inductor" and self.be.strict:
             raise ArgumentError(f"backend(rest='inductor'): {why}")
         self.report.rest = rest if why is None else f"torch ({why})"

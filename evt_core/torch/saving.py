@@ -14,8 +14,8 @@ With inductor as the rest, evt does the same around its kernels, for graphs with
   aot_autograd traces the joint graph. Only these: the ops evt fuses (GEMMs, GELU, layer norm,
   casts) keep the ATen form the importer plans;
 - `choose`: min-cut for a joint graph in which a loss op was decomposed, the default
-  partitioner elsewhere (min-cut measured 14 % slower on a BERT-Large layer: it recomputed a
-  GEMM in the backward; bench/RESULTS-train.md, run 58);
+  partitioner elsewhere (min-cut measured 14 % slower on a BERT-Large layer: it saved a GEMM
+  result no kernel stores, so the GEMM ran twice; bench/RESULTS-train.md, run 58);
 - `joint_graph_passes`: inductor's own rewrites of the joint graph, as its partition_fn runs
   them before min-cut: the decomposed nll_loss backward scatters into a zero tensor, which
   they turn into one pointwise `where(iota == target)` (measured: a 1 GB fp32 write and read
