@@ -75,7 +75,12 @@ def main(argv=None):
     ap.add_argument("--dtype", default="float16")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--smoke", action="store_true")
-    ap.add_argument("--sweep", action="store_true", help="also time each candidate tile of every cupy group")
+    ap.add_argument("--sweep", action="store_true", help="also time every tile of the cupy groups, forced "
+                    "(and numba's schedules, when numba_cuda is among --kernels)")
+    ap.add_argument("--ncu-groups", default="", metavar="N,...",
+                    help="only run these groups once per backend (and cuBLAS) between cudaProfilerStart and Stop, "
+                    "for `ncu --profile-from-start off`")
+    ap.add_argument("--groups", default="", help="comma-separated group numbers the sweep covers (default: all)")
     args = ap.parse_args(argv)
     import torch
     kernels = args.kernels.split(",")
@@ -91,6 +96,8 @@ def main(argv=None):
         return 0
     from triton.testing import do_bench
     import evt_core.torch.ops as evt_ops
+    if args.ncu_groups:
+        return profile_once(recorded, kernels, [int(g) for g in args.ncu_groups.split(",")])
     head = "| # | L×M×N×K | layout | results | cuBLAS µs | " + " | ".join(f"{k} µs (× cuBLAS)" for k in kernels) + " |"
     print(head + "\n|" + "---|" * (5 + len(kernels)))
     totals = {k: 0.0 for k in ["cublas"] + kernels}
@@ -114,20 +121,55 @@ def main(argv=None):
     cells = " | ".join(f"**{totals[k]:.0f}** ({totals[k] / totals['cublas']:.2f})" for k in kernels)
     print(f"| all | | | | **{totals['cublas']:.0f}** | {cells} |")
     if args.sweep and "cupy" in recorded:
-        sweep(recorded["cupy"], args.rounds)
+        groups = {int(g) for g in args.groups.split(",") if g}
+        sweep(recorded["cupy"], args.rounds, groups, recorded.get("numba_cuda"))
     return 0
 
 
-def sweep(calls, rounds):
-    """Per group: cuBLAS, the autotuner's kernel and every candidate tile forced, µs, interleaved."""
+def profile_once(recorded, kernels, groups):
+    """The kernel of every backend and torch.matmul for each group, each warmed up (builds,
+    autotuning), then run once inside the profiler's window."""
+    import torch
+    import evt_core.torch.ops as evt_ops
+    fns = []
+    for g in groups:
+        fns.append(lambda g=g: torch.matmul(recorded[kernels[0]][g][1], recorded[kernels[0]][g][2]))
+        fns += [lambda c=recorded[k][g]: evt_ops._run(*c) for k in kernels]
+    for fn in fns:
+        fn()
+        fn()
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStart()
+    for fn in fns:
+        fn()
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStop()
+    print(f"groups {groups}: profiled, each as torch.matmul, then {', '.join(kernels)}")
+    return 0
+
+
+def _lightened(chosen, got):
+    """What a forced tile's kernel gave up against the autotuner's spec, to fit its ring."""
+    gave = [("tile vectors", chosen.tile_vecs and not got.tile_vecs), ("aux TMA", chosen.aux_tma and not got.aux_tma),
+            ("extra TMA stores", chosen.tma_extra and not got.tma_extra)]
+    return "".join(f" -{name}" for name, lost in gave if lost)
+
+
+def sweep(calls, rounds, groups, numba_calls=None):
+    """Per group: cuBLAS, the autotuner's kernel and every tile of the family forced (`tile`:
+    a tile whose ring leaves no room for the epilogue's buffers gives up tile vectors, then aux
+    TMA loads, then extra TMA stores, and its label says so), µs, interleaved; with numba_calls,
+    numba's kernel in each schedule too."""
     import torch
     from triton.testing import do_bench
 
     import evt_core
     import evt_core.torch.ops as evt_ops
-    from evt_backends.cupy.select import candidates
-    print("\n## every candidate tile, forced (µs, × cuBLAS; * = the autotuner's choice)\n")
+    from evt_backends.cupy.select import tiles
+    print("\n## every tile, forced (µs, × cuBLAS; * = the autotuner's choice; -x = x given up to fit)\n")
     for i, (key, A, B, ins, sc) in enumerate(calls):
+        if groups and i not in groups:
+            continue
         e = evt_ops.entry(key)
         auto = e.kernel("cuda")
         program = e.tree.program
@@ -136,11 +178,26 @@ def sweep(calls, rounds):
         auto(a, B, **tensors, **scal)
         chosen = auto.run.last
         fns = {"cublas": lambda: torch.matmul(A, B)}
-        for cfg in candidates(program, chosen.spec):
-            k = evt_core.compile(e.tree, backend="cupy", **{**e.options, "tile": cfg})
-            k(a, B, **tensors, **scal)
-            label = k.run.last.cfg.label() + ("*" if cfg == chosen.cfg else "")
+        for cfg in tiles(chosen.spec):
+            try:
+                k = evt_core.compile(e.tree, backend="cupy", **{**e.options, "tile": cfg})
+                k(a, B, **tensors, **scal)
+            except Exception as err:  # noqa: BLE001 - a tile that cannot run this epilogue is a line, not a crash
+                print(f"  group {i} {cfg.label()}: {type(err).__name__}: {str(err)[:120]}")
+                continue
+            got = k.run.last
+            label = got.cfg.label() + _lightened(chosen.spec, got.spec) + ("*" if got.cfg == chosen.cfg and
+                                                                          got.spec == chosen.spec else "")
             fns[label] = lambda k=k: k(a, B, **tensors, **scal)
+        if numba_calls is not None:
+            nkey, nA, nB, nins, nsc = numba_calls[i]
+            ne = evt_ops.entry(nkey)
+            nt, ns = evt_ops._call_args(ne.tree.program, list(nins), list(nsc))
+            na = nA if evt_ops._tma_reads_m_major(nA, ne.options) else evt_ops.k_contiguous(nA)
+            for sched in ("auto", "pingpong", "cooperative"):
+                k = evt_core.compile(ne.tree, backend="numba_cuda", **{**ne.options, "sm90_schedule": sched})
+                k(na, nB, **nt, **ns)
+                fns[f"numba {sched}"] = lambda k=k: k(na, nB, **nt, **ns)
         times = {name: [] for name in fns}
         for r in range(rounds):
             order = list(fns)[r % len(fns):] + list(fns)[:r % len(fns)]

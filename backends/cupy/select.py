@@ -197,8 +197,9 @@ def smem_bytes(program, spec, cfg):
     return mod.smem_bytes(program, spec, cfg)
 
 
-def candidates(program, spec):
-    """Tile configurations that fit shared memory, best guess first (the default)."""
+def tiles(spec):
+    """Every tile configuration the kernel family has for this spec's mainloop, best guess
+    first, before any shared-memory fit (`candidates` keeps those that fit)."""
     if spec.mainloop == "sm90":
         # ping-pong first: its epilogue overlaps the other consumer's mainloop (the cooperative
         # schedule leaves the tensor cores idle during every epilogue, 1.16-1.75x cuBLAS)
@@ -214,6 +215,12 @@ def candidates(program, spec):
     else:
         raw = [TileConfig(128, 128, 32, 2, 4, 4), TileConfig(128, 256, 32, 2, 4, 3),
                TileConfig(64, 128, 32, 2, 2, 4), TileConfig(128, 128, 32, 2, 4, 3)]
+    return raw
+
+
+def candidates(program, spec):
+    """Tile configurations that fit shared memory, best guess first (the default)."""
+    raw = tiles(spec)
     from .codegen.plan import tile_vectors
     if spec.aux_tma or spec.tma_extra or tile_vectors(program, spec):
         # the extra staging / aux / vector buffers cost pipeline stages rather than whole candidates

@@ -336,3 +336,19 @@ def test_opt_in_option_values_are_checked(opts, match):
     tree = evt_core.trace(lambda accum: {"out": accum}, {"accum": np.empty((4, 4), np.float32), "out": np.empty((4, 4), np.float16)})
     with pytest.raises(UnsupportedError, match=match):
         CupyBackend().compile(tree, opts)
+
+
+def test_candidates_are_the_family_tiles_that_fit():
+    """select.tiles is the whole sm90 family (what bench.group_kernels --sweep forces, the spec
+    lightened where a tile needs it); candidates keeps those that fit shared memory, some with
+    fewer ring stages. The paper's example, with its (M, N) inputs loaded by TMA and its
+    outputs all TMA-stored, leaves most tiles out."""
+    from evt_backends.cupy.select import tiles
+    p = P.paper_example()
+    spec = canonical_spec(p, "float16", "sm90", aux_tma=True, tma_store_all=True)
+    family = tiles(spec)
+    fit = candidates(p, spec)
+    shape = lambda c: (c.bm, c.bn, c.bk, c.pingpong, c.group_m)   # noqa: E731
+    assert {shape(c) for c in fit} < {shape(c) for c in family}
+    assert all(smem_bytes(p, spec, c) <= SMEM_LIMIT for c in fit)
+    assert all(smem_bytes(p, spec, c) > SMEM_LIMIT for c in family if shape(c) not in {shape(f) for f in fit})
