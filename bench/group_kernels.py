@@ -87,6 +87,8 @@ def main(argv=None):
     recorded = {k: record_calls(args.workload, "float32" if args.smoke else args.dtype, k, args.smoke)
                 for k in kernels}
     first = recorded[kernels[0]]
+    if args.ncu_groups and not args.smoke:
+        return profile_once(recorded, kernels, [int(g) for g in args.ncu_groups.split(",")])
     print(f"# evt groups of one {args.workload} {args.dtype} step against cuBLAS "
           f"({'CPU smoke' if args.smoke else torch.cuda.get_device_name()}, "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {args.rounds} interleaved rounds)\n")
@@ -96,8 +98,6 @@ def main(argv=None):
         return 0
     from triton.testing import do_bench
     import evt_core.torch.ops as evt_ops
-    if args.ncu_groups:
-        return profile_once(recorded, kernels, [int(g) for g in args.ncu_groups.split(",")])
     head = "| # | L×M×N×K | layout | results | cuBLAS µs | " + " | ".join(f"{k} µs (× cuBLAS)" for k in kernels) + " |"
     print(head + "\n|" + "---|" * (5 + len(kernels)))
     totals = {k: 0.0 for k in ["cublas"] + kernels}

@@ -270,6 +270,15 @@ def _getitem(imp, node):
     return part
 
 
+def _layer_norm(imp, node, args, kw):
+    # The op table's layer norm keeps its mean and rstd in fp32, as ATen does on CUDA; ATen on
+    # the CPU keeps a 16-bit input's statistics in the input's dtype. Such a node stays opaque
+    # (torch computes it, with torch's types), so the graph does not change meaning by device.
+    if any(t is not None and t[1] != "float32" for t in _fx_types(node)[1:]):
+        return imp.opaque(node, "native_layer_norm.16_bit_stats")
+    return imp.g.add(aten_name(node.target), *args, name=imp.fresh(node.name), **kw).name
+
+
 def _full(imp, node, args, kw):
     dtype = kw.pop("dtype", None) or _fx_types(node)[0][1]
     return imp.g.add("full", tuple(args[0]), args[1], dtype, name=imp.fresh(node.name)).name
@@ -277,7 +286,7 @@ def _full(imp, node, args, kw):
 
 _SPECIAL = {"add": _add_sub, "sub": _add_sub, "sum": _reduce, "mean": _reduce,
             "_safe_softmax": _safe_softmax, "nll_loss_forward": _nll_forward,
-            "nll_loss_backward": _nll_backward, "full": _full,
+            "nll_loss_backward": _nll_backward, "full": _full, "native_layer_norm": _layer_norm,
             "_native_batch_norm_legit_functional": _batch_norm_functional}
 
 

@@ -153,6 +153,21 @@ def test_bfloat16_training_fuses_and_matches_eager(kernel_calls):
     assert kernel_calls
 
 
+def test_float16_transformer_on_the_cpu_trains_like_eager(kernel_calls):
+    """ATen on the CPU keeps a 16-bit layer norm's mean and rstd in 16 bits (CUDA: fp32); the
+    importer keeps such a layer norm opaque instead of refusing the graph (strict planning)."""
+    x = torch.randn(2, 8, 32, generator=torch.Generator().manual_seed(1)).to(torch.float16)
+    be = et.backend(kernels="numpy", strict=True)
+    history = train_side_by_side(transformer_block().to(torch.float16), x, None,
+                                 lambda y, _: y.float().pow(2).mean(), be, steps=2, lr=0.01)
+    for ours, eager, grad_diff in history:
+        assert ours == pytest.approx(eager, rel=1e-2) and grad_diff < 2e-2
+    (rep,) = et.reports()
+    assert rep.fused and kernel_calls
+    g = rep.plan.graph
+    assert any(n.op == "native_layer_norm.16_bit_stats" for n in g.nodes.values())
+
+
 def test_a_tree_the_backend_refuses_runs_as_torch_ops(monkeypatch, kernel_calls):
     """Kernels are compiled when the graph is planned: a backend that refuses a group's tree
     makes that group run as torch ops, with the backend's reason in the report, and the step
