@@ -144,6 +144,13 @@ def reduce(t, a):
     return (TensorType(out, t["self"].dtype),)
 
 
+def reduce_sum(t, a):
+    (out,) = reduce(t, a)
+    # ATen sums bool and integer tensors in int64 (a decomposed loss counts its valid targets so)
+    wide = out.dtype == "bool" or out.dtype.startswith(("int", "uint"))
+    return (TensorType(out.shape, "int64" if wide else out.dtype),)
+
+
 def nll_forward(t, a):
     s = t["self"].shape
     shape = s[:1] if a["reduction"] == 0 and len(s) == 2 else ()

@@ -251,6 +251,8 @@ def _local_reason(g, f) -> str:
         return ""       # decompose_losses' invariant: the loss under its own name, from the same operands
     if op == "div" and node.op == "mul" and any(g.nodes[i].kind is Kind.CONST for i in node.inputs):
         pass            # propagate_constants' invariant: x / c is x · (1/c), under x / c's name
+    elif node.kind is Kind.OPAQUE and node.op.split(".")[0] == op:
+        pass            # the importer's opaque form of this op (e.g. a CPU layer norm's 16-bit statistics)
     elif ALIASES.get(op, op) != ALIASES.get(node.op, node.op):
         return f"{f.name} is {op} in the fx graph but {node.op} after the graph passes"
     if ALIASES.get(op, op) == _VIEW:

@@ -43,7 +43,7 @@ def rewrite(gm, joint) -> tuple[list[int], dict[int, str]]:
         except EvtError as err:
             refused[k] = str(err).splitlines()[0]
             continue
-        _insert(gm.graph, gk, a, b, nodes, run, torch)
+        _insert(gm.graph, gk, a, b, nodes, run, torch, set(joint.plan.groups[k]))
         placed.append(k)
     if placed:
         _topo_sort(gm.graph)
@@ -88,7 +88,7 @@ def _reachable(operand, nodes, layouts):
     return operand
 
 
-def _insert(graph, gk, a, b, nodes, run, torch) -> None:
+def _insert(graph, gk, a, b, nodes, run, torch, group) -> None:
     aten = torch.ops.aten
     last = next(n for n in reversed(graph.nodes) if n.op != "output")
     with graph.inserting_after(last):    # placed properly by _topo_sort
@@ -100,6 +100,7 @@ def _insert(graph, gk, a, b, nodes, run, torch) -> None:
             b = graph.call_function(aten.permute.default,
                                     (graph.call_function(aten.view.default, (b, list(gk.b_view))), [1, 0, 2]))
         call = graph.call_function(run, (gk.key, a, b, [nodes[n] for n in gk.inputs], []))
+        stored = {}
         for index, name, shape in gk.outputs:
             value = graph.call_function(operator.getitem, (call, index))
             old = nodes[name]
@@ -109,7 +110,79 @@ def _insert(graph, gk, a, b, nodes, run, torch) -> None:
             if "val" in old.meta:
                 value.meta["val"] = old.meta["val"]
             old.replace_all_uses_with(value)
+            stored[old] = value
             nodes[name] = value      # later groups read the kernel's result
+        for old, (value, shape) in _reshaped_to_outputs(group, nodes, stored).items():
+            # a group value read outside the group (what min-cut chose to save) that a stored
+            # output holds in another shape: a view of the kernel's result, never recomputed
+            recovered = graph.call_function(aten.reshape.default, (value, list(shape)))
+            recovered.meta.update({k: v for k, v in old.meta.items() if k == "val"})
+            old.replace_all_uses_with(recovered)
+
+
+# ops whose result holds its operand's elements in the same (row-major) order: a chain of them
+# from a value to a stored output is undone by one reshape of the output
+ORDER_KEEPING = frozenset({"view", "_unsafe_view", "reshape", "squeeze", "unsqueeze", "flatten", "alias"})
+# ops whose result is a view of their operand: a chain of them from a stored output reads the
+# kernel's result once the output's uses move to it
+VIEWS = ORDER_KEEPING | {"permute", "transpose", "t", "select", "slice", "expand", "as_strided", "unbind"}
+
+
+def _op(node) -> str:
+    return getattr(getattr(node.target, "overloadpacket", None), "__name__", str(node.target))
+
+
+def view_of_output(node, outputs) -> str | None:
+    """How a group value `node` that is not itself an output is had from the group's stored
+    `outputs` (fx nodes) without computing it: "view" when it is a chain of VIEWS of an output
+    (after the rewrite the chain reads the kernel's result), "reshape" when a chain of
+    ORDER_KEEPING ops leads from it to an output (one reshape of the output gives it back),
+    None when the group's own ops would have to compute it again (e.g. a GEMM's result whose
+    group stores only an activation of it)."""
+    seen, stack = set(), [node]
+    while stack:          # up: node = views(output)
+        n = stack.pop()
+        if n in outputs:
+            return "view"
+        if n not in seen and n.op == "call_function" and _op(n) in VIEWS:
+            seen.add(n)
+            stack.append(n.args[0])
+    seen, stack = set(), [node]
+    while stack:          # down: output = order-keeping views(node)
+        n = stack.pop()
+        if n in outputs and n is not node:
+            return "reshape"
+        if n in seen:
+            continue
+        seen.add(n)
+        stack.extend(u for u in n.users if u.op == "call_function" and _op(u) in ORDER_KEEPING and u.args[0] is n)
+    return None
+
+
+def _reshaped_to_outputs(group, nodes, stored) -> dict:
+    """{fx node of the group read outside it: (the kernel's value it is a reshape of, its
+    shape)}; group: the names of the group's nodes, stored: {replaced output node: value}."""
+    out = {}
+    for name in sorted(group):
+        n = nodes.get(name)
+        val = n.meta.get("val") if n is not None else None
+        if n is None or n in stored or val is None or all(u.name in group for u in n.users):
+            continue
+        if view_of_output(n, set(stored)) == "reshape":
+            target = next(o for o in _order_kept_users(n) if o in stored)
+            out[n] = (stored[target], list(val.shape))
+    return out
+
+
+def _order_kept_users(node):
+    stack, seen = [node], set()
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        yield n
+        stack.extend(u for u in n.users if u.op == "call_function" and _op(u) in ORDER_KEEPING and u.args[0] is n)
 
 
 def _operand(graph, node, perm, aten):

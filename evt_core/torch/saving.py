@@ -14,8 +14,9 @@ With inductor as the rest, evt does the same around its kernels, for graphs with
   aot_autograd traces the joint graph. Only these: the ops evt fuses (GEMMs, GELU, layer norm,
   casts) keep the ATen form the importer plans;
 - `choose`: min-cut for a joint graph in which a loss op was decomposed, the default
-  partitioner elsewhere (min-cut measured 14 % slower on a BERT-Large layer: it saved a GEMM
-  result no kernel stores, so the GEMM ran twice; bench/RESULTS-train.md, run 58);
+  partitioner elsewhere (min-cut measured 14 % slower on a BERT-Large layer in run 58, when it
+  saved a GEMM result whose kernel stores only a view of it and the GEMM ran twice; the
+  rewrite now reads such a value off the kernel, not measured on a GPU since);
 - `joint_graph_passes`: inductor's own rewrites of the joint graph, as its partition_fn runs
   them before min-cut: the decomposed nll_loss backward scatters into a zero tensor, which
   they turn into one pointwise `where(iota == target)` (measured: a 1 GB fp32 write and read
@@ -26,7 +27,9 @@ With inductor as the rest, evt does the same around its kernels, for graphs with
   group lies in one half, as `rewrite` needs; where the pins cannot say so (a node of a forward
   group that no forward output needs, which `uturn.pull_into_forward` places by the default
   partitioner's tag), the default partitioner runs instead; likewise where min-cut would save a
-  value inside a fused group that the kernel does not store (see _saves_inside_a_group).
+  value inside a fused group that the kernel does not store and that is no view of what it
+  stores (see _saves_inside_a_group; a view, or a value a stored output is a reshape of, the
+  rewrite reads off the kernel's result).
 """
 from __future__ import annotations
 
@@ -81,16 +84,24 @@ def partition(joint_gm, joint_inputs, joint, how: str, **kw):
 
 
 def _saves_inside_a_group(fw, joint, num_fwd_outputs: int) -> bool:
-    """Whether the forward saves a value a fused group computes but does not store (a GEMM's
-    result whose group stores only a view or an activation of it). The kernel replaces only the
-    fx nodes of its outputs, so such a value would be computed a second time by the graph's own
-    ops: a whole GEMM again (measured: a BERT-Large layer 14 % slower, run 58)."""
+    """Whether the forward saves a value a fused group computes but does not store and that is
+    no view of what it stores (a GEMM's result whose group stores only an activation of it):
+    the graph's own ops would compute it a second time, a whole GEMM again (measured: a
+    BERT-Large layer 14 % slower, run 58). A view of a stored output, or a value a stored output
+    is a reshape of (the FFN GEMM's result, stored as its 3-D view), costs nothing: the rewrite
+    reads both off the kernel's result (rewrite.view_of_output)."""
     if joint is None:
         return False
-    inside = set()
+    from .rewrite import view_of_output
+    nodes = {n.name: n for n in fw.graph.nodes}
+    saved = saved_values(fw, num_fwd_outputs)
     for k, kernel in joint.kernels.items():
-        inside |= set(joint.plan.groups[k]) - {name for _, name, _ in kernel.outputs}
-    return not inside.isdisjoint(saved_values(fw, num_fwd_outputs))
+        stored = {name for _, name, _ in kernel.outputs}
+        outputs = {nodes[name] for name in stored if name in nodes}
+        for name in set(joint.plan.groups[k]) - stored:
+            if name in saved and view_of_output(nodes[name], outputs) is None:
+                return True
+    return False
 
 
 def _pin_groups(gm, joint, num_fwd_outputs: int) -> bool:

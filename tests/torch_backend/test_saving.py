@@ -64,23 +64,108 @@ def test_unknown_partitioner_is_refused_by_name():
         et.backend(partitioner="greedy")
 
 
-def test_min_cut_that_would_save_inside_a_fused_group_falls_back(monkeypatch, kernel_calls):
-    """A transformer block's FFN group stores gelu(z) and a view of z; min-cut would save the
-    GEMM's own result z, which no kernel stores, so the graph would compute that GEMM a second
-    time (a BERT-Large layer 14 % slower, bench/RESULTS-train.md run 58): the default split runs."""
-    from evt_core.torch import saving
-    asked = []
-    check = saving._saves_inside_a_group
-    monkeypatch.setattr(saving, "_saves_inside_a_group", lambda *a: asked.append(check(*a)) or asked[-1])
+def _transformer_step(partitioner, monkeypatch):
+    """One step of a transformer block; returns (report, [(GEMM ops, evt calls)] per rewritten
+    half) and checks the gradients against eager."""
+    from evt_core.torch import rewrite
+    halves, real = [], getattr(rewrite.rewrite, "__wrapped__", rewrite.rewrite)   # (a second step: not the first's recorder)
+
+    def recording(gm, joint):
+        out = real(gm, joint)
+        ops = [str(n.target) for n in gm.graph.nodes if n.op == "call_function"]
+        halves.append((sum(o.startswith(("aten.mm", "aten.addmm", "aten.bmm")) for o in ops),
+                       sum("evt.run" in o for o in ops)))
+        return out
+    recording.__wrapped__ = real
+    monkeypatch.setattr(rewrite, "rewrite", recording)
     torch.manual_seed(0)
     model = torch.nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, activation="gelu", batch_first=True)
     ref = torch.nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, activation="gelu", batch_first=True)
     ref.load_state_dict(model.state_dict())
     x = torch.randn(2, 16, 64)
-    be = et.backend(rest="torch", partitioner="min_cut", strict=True)
+    be = et.backend(rest="torch", partitioner=partitioner, strict=True)
     torch.compile(lambda x: model(x).square().sum(), backend=be, dynamic=False)(x).backward()
     ref(x).square().sum().backward()
-    (rep,) = et.reports()
-    assert asked == [True] and rep.partitioner == "default" and rep.fused
     for p, q in zip(model.parameters(), ref.parameters()):
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)
+    (rep,) = et.reports()
+    return rep, halves
+
+
+def test_min_cut_saving_a_gemm_result_reads_it_off_the_kernel(monkeypatch, kernel_calls):
+    """A transformer block's FFN group stores a 3-D view of the GEMM's result z and gelu(z);
+    min-cut saves z itself (2-D), and the QKV group's head views. Both are views of what the
+    kernels store, so min-cut's split stands and the forward computes every GEMM once, as the
+    default split does (before, z was computed a second time by the graph's own addmm: a
+    BERT-Large layer 14 % slower, bench/RESULTS-train.md run 58)."""
+    rep, halves = _transformer_step("min_cut", monkeypatch)
+    assert rep.partitioner == "min_cut" and rep.fused
+    et.clear_reports()
+    default, default_halves = _transformer_step("default", monkeypatch)
+    assert default.partitioner == "default"
+    assert halves == default_halves          # the same GEMM ops and evt calls in each half
+
+
+def test_min_cut_that_would_save_inside_a_fused_group_falls_back(monkeypatch, kernel_calls):
+    """A saved group value that is no view of what the kernel stores (view_of_output says
+    None) would be computed a second time: the default split runs instead."""
+    from evt_core.torch import rewrite, saving
+    asked = []
+    check = saving._saves_inside_a_group
+    monkeypatch.setattr(saving, "_saves_inside_a_group", lambda *a: asked.append(check(*a)) or asked[-1])
+    monkeypatch.setattr(rewrite, "view_of_output", lambda node, outputs: None)
+    rep, _ = _transformer_step("min_cut", monkeypatch)
+    assert asked == [True] and rep.partitioner == "default" and rep.fused
+
+
+def test_view_of_output_tells_views_reshapes_and_recomputation_apart():
+    """up a chain of views from a stored output: "view"; down order-keeping views to a stored
+    output: "reshape"; a value only an activation of which is stored: None."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from evt_core.torch.rewrite import view_of_output
+
+    def f(x, w):
+        z = torch.mm(x, w)
+        z3 = z.view(2, 4, 8)
+        return z3, torch.nn.functional.gelu(z3), z3.transpose(0, 1).select(0, 1)
+    gm = make_fx(f)(torch.randn(8, 6), torch.randn(6, 8))
+    nodes = {str(n.target).split(".")[1] if n.op == "call_function" else n.name: n for n in gm.graph.nodes}
+    mm, view, gelu, select = nodes["mm"], nodes["view"], nodes["gelu"], nodes["select"]
+    assert view_of_output(mm, {view}) == "reshape"
+    assert view_of_output(select, {view}) == "view"
+    assert view_of_output(mm, {gelu}) is None
+    assert view_of_output(view, {gelu}) is None
+
+
+def test_a_language_model_step_keeps_min_cut_and_saves_16_bit_logits(kernel_calls):
+    """A transformer block under a vocabulary head and a mean cross-entropy, fp16, in one graph
+    (what training a language model compiles): min-cut's split stands (the FFN GEMM's result
+    it saves is a view of what its kernel stores), so the forward keeps the head's fp16 logits
+    and no fp32 log-probabilities. Also the decomposed loss's count of valid targets, a sum of
+    bools, which ATen types int64."""
+    class LM(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.block = torch.nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, activation="gelu",
+                                                          batch_first=True)
+            self.head = torch.nn.Linear(64, 96)
+
+        def forward(self, x, t):
+            logits = self.head(self.block(x)).flatten(0, 1)
+            return torch.nn.functional.cross_entropy(logits.float(), t.flatten())
+    torch.manual_seed(0)
+    model, ref = LM().half(), LM().half()
+    ref.load_state_dict(model.state_dict())
+    x, t = torch.randn(2, 16, 64).half(), torch.randint(0, 96, (2, 16))
+    loss = torch.compile(model, backend=et.backend(rest="inductor", strict=True), dynamic=False)(x, t)
+    loss.backward()
+    want = ref(x, t)
+    want.backward()
+    assert loss.item() == pytest.approx(want.item(), rel=2e-3)
+    for p, q in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad.float(), q.grad.float(), rtol=3e-2, atol=3e-2)
+    (rep,) = et.reports()
+    assert rep.partitioner == "min_cut" and rep.fused and kernel_calls
+    assert "float16[32, 96]" in rep.saved.values()                        # the logits
+    assert not [v for v in rep.saved.values() if v.startswith("float32[32, 96]")], rep.saved

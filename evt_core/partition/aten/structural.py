@@ -119,8 +119,8 @@ op("one_hot", _E, "self num_classes:", S.one_hot,
    lambda self, num_classes: (self[..., None] == np.arange(num_classes)).astype(np.int64),
    "integer values are not epilogue values", defaults={"num_classes": -1})
 for _name, _np in (("sum", np.sum), ("amax", np.max), ("amin", np.min), ("mean", np.mean)):
-    op(_name, _R, "self dim: keepdim:", S.reduce, K.reduce_with(_np), _reduce_tree,
-       defaults={"dim": None, "keepdim": False})
+    op(_name, _R, "self dim: keepdim:", S.reduce_sum if _name == "sum" else S.reduce, K.reduce_with(_np),
+       _reduce_tree, defaults={"dim": None, "keepdim": False})
 op("full", Kind.CONST, "size: fill_value: dtype:", S.full,
    lambda size, fill_value, dtype: np.full(size, fill_value),
    "constants enter the tree as Python numbers (uniform) or loads")
