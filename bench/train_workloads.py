@@ -56,6 +56,20 @@ def _bert(smoke):
     return model, (torch.randn(b, s, d),), lambda y, x: y.float().square().sum() / 64
 
 
+def _lm(smoke):
+    """A BERT-Large encoder layer under a vocabulary head, with the cross-entropy in the same
+    graph: a language model's step (min-cut keeps the head's 16-bit logits for the backward)."""
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+    b, s, d, heads, ffn, vocab = (2, 16, 64, 4, 128, 96) if smoke else (32, 512, 1024, 16, 4096, 30522)
+    model = nn.Sequential(nn.TransformerEncoderLayer(d, heads, ffn, dropout=0.0, activation="gelu", batch_first=True),
+                          nn.Linear(d, vocab))
+    target = torch.randint(0, vocab, (b * s,))
+    return (model, (torch.randn(b, s, d), target),
+            lambda y, x, t: F.cross_entropy(y.flatten(0, 1).float(), t, reduction="sum"))
+
+
 def _gemm_flops(*mnk):
     return 3 * 2 * mnk[0] * mnk[1] * mnk[2]
 
@@ -72,4 +86,8 @@ WORKLOADS = {
                      _bert, ("float16", "bfloat16"),
                      lambda s: 0 if s else _gemm_flops(32 * 512, 1024, 1024) * 4 + _gemm_flops(32 * 512, 4096, 1024) * 2
                      + 2 * _gemm_flops(32 * 16 * 512, 512, 64)),
+    "lm": Workload("lm", "BERT-Large encoder layer + a 30,522-word head + cross-entropy (batch 32, seq 512)",
+                   _lm, ("float16",),
+                   lambda s: 0 if s else _gemm_flops(32 * 512, 1024, 1024) * 4 + _gemm_flops(32 * 512, 4096, 1024) * 2
+                   + 2 * _gemm_flops(32 * 16 * 512, 512, 64) + _gemm_flops(32 * 512, 30522, 1024)),
 }

@@ -14,7 +14,7 @@ def test_train_benchmark_smoke(tmp_path):
     assert "Smoke run" in text and "## Targets" in text and "- command: `python3 bench/train.py --smoke" in text
     rows = json.loads(out.with_suffix(".json").read_text())["rows"]
     cases = {(r["workload"], r["candidate"]) for r in rows}
-    assert cases == {(w, c) for w in ("mlp", "xmlcnn", "softmax_ce", "bert") for c in ("eager", "evt (numpy)")}
+    assert cases == {(w, c) for w in ("mlp", "xmlcnn", "softmax_ce", "bert", "lm") for c in ("eager", "evt (numpy)")}
     assert all(r["status"] == "ok" and r["ms"] for r in rows), [r["status"] for r in rows]
     assert all(r["evt"]["fused"] > 0 for r in rows if r["candidate"].startswith("evt"))
 
