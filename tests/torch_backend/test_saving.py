@@ -2,6 +2,8 @@
 partitioner chooses what the forward saves, so softmax cross-entropy keeps the 16-bit logits
 and two row statistics instead of the fp32 log-probabilities (as torch.compile does), and the
 fused groups stay whole in their halves."""
+import copy
+
 import pytest
 import torch
 
@@ -144,23 +146,17 @@ def test_a_language_model_step_keeps_min_cut_and_saves_16_bit_logits(kernel_call
     it saves is a view of what its kernel stores), so the forward keeps the head's fp16 logits
     and no fp32 log-probabilities. Also the decomposed loss's count of valid targets, a sum of
     bools, which ATen types int64."""
-    class LM(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.block = torch.nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, activation="gelu",
-                                                          batch_first=True)
-            self.head = torch.nn.Linear(64, 96)
-
-        def forward(self, x, t):
-            logits = self.head(self.block(x)).flatten(0, 1)
-            return torch.nn.functional.cross_entropy(logits.float(), t.flatten())
     torch.manual_seed(0)
-    model, ref = LM().half(), LM().half()
-    ref.load_state_dict(model.state_dict())
-    x, t = torch.randn(2, 16, 64).half(), torch.randint(0, 96, (2, 16))
-    loss = torch.compile(model, backend=et.backend(rest="inductor", strict=True), dynamic=False)(x, t)
+    model = torch.nn.Sequential(torch.nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, activation="gelu",
+                                                                 batch_first=True), torch.nn.Linear(64, 96)).half()
+    ref = copy.deepcopy(model)
+    x, t = torch.randn(2, 16, 64).half(), torch.randint(0, 96, (2 * 16,))
+
+    def objective(m):
+        return lambda x, t: torch.nn.functional.cross_entropy(m(x).flatten(0, 1).float(), t)
+    loss = torch.compile(objective(model), backend=et.backend(rest="inductor", strict=True), dynamic=False)(x, t)
     loss.backward()
-    want = ref(x, t)
+    want = objective(ref)(x, t)
     want.backward()
     assert loss.item() == pytest.approx(want.item(), rel=2e-3)
     for p, q in zip(model.parameters(), ref.parameters()):
