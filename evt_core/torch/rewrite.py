@@ -123,9 +123,10 @@ def _insert(graph, gk, a, b, nodes, run, torch, group) -> None:
 # ops whose result holds its operand's elements in the same (row-major) order: a chain of them
 # from a value to a stored output is undone by one reshape of the output
 ORDER_KEEPING = frozenset({"view", "_unsafe_view", "reshape", "squeeze", "unsqueeze", "flatten", "alias"})
-# ops whose result is a view of their operand: a chain of them from a stored output reads the
-# kernel's result once the output's uses move to it
-VIEWS = ORDER_KEEPING | {"permute", "transpose", "t", "select", "slice", "expand", "as_strided", "unbind"}
+# ops whose result is a logical view of their operand: a chain of them from a stored output
+# reads the kernel's result once the output's uses move to it (not as_strided, whose strides
+# assume the replaced node's layout)
+VIEWS = ORDER_KEEPING | {"permute", "transpose", "t", "select", "slice", "expand", "unbind"}
 
 
 def _op(node) -> str:
