@@ -11,6 +11,7 @@ from __future__ import annotations
 import operator
 
 from ..errors import EvtError
+from ..partition.fx_import import aten_name
 from . import ops as evt_ops
 
 
@@ -129,10 +130,6 @@ ORDER_KEEPING = frozenset({"view", "_unsafe_view", "reshape", "squeeze", "unsque
 VIEWS = ORDER_KEEPING | {"permute", "transpose", "t", "select", "slice", "expand", "unbind"}
 
 
-def _op(node) -> str:
-    return getattr(getattr(node.target, "overloadpacket", None), "__name__", str(node.target))
-
-
 def view_of_output(node, outputs) -> str | None:
     """How a group value `node` that is not itself an output is had from the group's stored
     `outputs` (fx nodes) without computing it: "view" when it is a chain of VIEWS of an output
@@ -140,23 +137,25 @@ def view_of_output(node, outputs) -> str | None:
     ORDER_KEEPING ops leads from it to an output (one reshape of the output gives it back),
     None when the group's own ops would have to compute it again (e.g. a GEMM's result whose
     group stores only an activation of it)."""
-    seen, stack = set(), [node]
-    while stack:          # up: node = views(output)
-        n = stack.pop()
-        if n in outputs:
-            return "view"
-        if n not in seen and n.op == "call_function" and _op(n) in VIEWS:
-            seen.add(n)
-            stack.append(n.args[0])
-    seen, stack = set(), [node]
-    while stack:          # down: output = order-keeping views(node)
+    n = node
+    while n not in outputs and n.op == "call_function" and aten_name(n.target) in VIEWS:
+        n = n.args[0]          # up: node = views(output)
+    if n in outputs:
+        return "view"
+    return "reshape" if _reshape_of(node, outputs) is not None else None
+
+
+def _reshape_of(node, outputs):
+    """The output (of `outputs`) that a chain of ORDER_KEEPING ops leads to from `node`, or None."""
+    stack, seen = [node], set()
+    while stack:
         n = stack.pop()
         if n in outputs and n is not node:
-            return "reshape"
-        if n in seen:
-            continue
-        seen.add(n)
-        stack.extend(u for u in n.users if u.op == "call_function" and _op(u) in ORDER_KEEPING and u.args[0] is n)
+            return n
+        if n not in seen:
+            seen.add(n)
+            stack.extend(u for u in n.users
+                         if u.op == "call_function" and aten_name(u.target) in ORDER_KEEPING and u.args[0] is n)
     return None
 
 
@@ -169,21 +168,10 @@ def _reshaped_to_outputs(group, nodes, stored) -> dict:
         val = n.meta.get("val") if n is not None else None
         if n is None or n in stored or val is None or all(u.name in group for u in n.users):
             continue
-        if view_of_output(n, set(stored)) == "reshape":
-            target = next(o for o in _order_kept_users(n) if o in stored)
+        target = _reshape_of(n, stored)
+        if target is not None:
             out[n] = (stored[target], list(val.shape))
     return out
-
-
-def _order_kept_users(node):
-    stack, seen = [node], set()
-    while stack:
-        n = stack.pop()
-        if n in seen:
-            continue
-        seen.add(n)
-        yield n
-        stack.extend(u for u in n.users if u.op == "call_function" and _op(u) in ORDER_KEEPING and u.args[0] is n)
 
 
 def _operand(graph, node, perm, aten):

@@ -11,25 +11,30 @@ import evt_core.torch as et
 from evt_core.errors import ArgumentError
 
 
+def _step_like_eager(model, objective, args, backend, grad_tol):
+    """One step of objective(model) compiled with `backend` against objective(a copy) eager:
+    the loss within 2e-3, every gradient within grad_tol; returns the graph's report."""
+    ref = copy.deepcopy(model)
+    got = torch.compile(objective(model), backend=backend, dynamic=False)(*args)
+    got.backward()
+    want = objective(ref)(*args)
+    want.backward()
+    assert got.item() == pytest.approx(want.item(), rel=2e-3)
+    for p, q in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad.float(), q.grad.float(), rtol=grad_tol, atol=grad_tol)
+    (rep,) = et.reports()
+    return rep
+
+
 def _ce_step(partitioner):
     torch.manual_seed(0)
     model = torch.nn.Linear(16, 24).half()
     x, t = torch.randn(64, 16).half(), torch.randint(0, 24, (64,))
-    ref = torch.nn.Linear(16, 24).half()
-    ref.load_state_dict(model.state_dict())
 
     def loss_of(m):
         return lambda x, t: torch.nn.functional.cross_entropy(m(x).float(), t, reduction="sum")
     be = et.backend(rest="inductor", partitioner=partitioner, strict=True)
-    got = torch.compile(loss_of(model), backend=be, dynamic=False)(x, t)
-    got.backward()
-    want = loss_of(ref)(x, t)
-    want.backward()
-    assert got.item() == pytest.approx(want.item(), rel=2e-3)
-    for p, q in zip(model.parameters(), ref.parameters()):
-        torch.testing.assert_close(p.grad.float(), q.grad.float(), rtol=2e-2, atol=2e-2)
-    (rep,) = et.reports()
-    return rep
+    return _step_like_eager(model, loss_of, (x, t), be, 2e-2)
 
 
 def test_min_cut_saves_the_16_bit_logits_and_row_statistics(kernel_calls):
@@ -149,19 +154,11 @@ def test_a_language_model_step_keeps_min_cut_and_saves_16_bit_logits(kernel_call
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, activation="gelu",
                                                                  batch_first=True), torch.nn.Linear(64, 96)).half()
-    ref = copy.deepcopy(model)
     x, t = torch.randn(2, 16, 64).half(), torch.randint(0, 96, (2 * 16,))
 
     def objective(m):
         return lambda x, t: torch.nn.functional.cross_entropy(m(x).flatten(0, 1).float(), t)
-    loss = torch.compile(objective(model), backend=et.backend(rest="inductor", strict=True), dynamic=False)(x, t)
-    loss.backward()
-    want = objective(ref)(x, t)
-    want.backward()
-    assert loss.item() == pytest.approx(want.item(), rel=2e-3)
-    for p, q in zip(model.parameters(), ref.parameters()):
-        torch.testing.assert_close(p.grad.float(), q.grad.float(), rtol=3e-2, atol=3e-2)
-    (rep,) = et.reports()
+    rep = _step_like_eager(model, objective, (x, t), et.backend(rest="inductor", strict=True), 3e-2)
     assert rep.partitioner == "min_cut" and rep.fused and kernel_calls
     assert "float16[32, 96]" in rep.saved.values()                        # the logits
     assert not [v for v in rep.saved.values() if v.startswith("float32[32, 96]")], rep.saved
