@@ -80,6 +80,9 @@ def main(argv=None):
     ap.add_argument("--ncu-groups", default="", metavar="N,...",
                     help="only run these groups once per backend (and cuBLAS) between cudaProfilerStart and Stop, "
                     "for `ncu --profile-from-start off`")
+    ap.add_argument("--ablate", default="", metavar="K=V,...",
+                    help="also time each cupy group compiled with these options changed (autotuned), "
+                         "e.g. aux_ring=False: a column beside cupy's, interleaved")
     ap.add_argument("--groups", default="", help="comma-separated group numbers the sweep covers (default: all)")
     args = ap.parse_args(argv)
     import torch
@@ -98,14 +101,18 @@ def main(argv=None):
         return 0
     from triton.testing import do_bench
     import evt_core.torch.ops as evt_ops
-    head = "| # | L×M×N×K | layout | results | cuBLAS µs | " + " | ".join(f"{k} µs (× cuBLAS)" for k in kernels) + " |"
-    print(head + "\n|" + "---|" * (5 + len(kernels)))
-    totals = {k: 0.0 for k in ["cublas"] + kernels}
+    ablate = _parse_options(args.ablate) if "cupy" in kernels else {}
+    columns = kernels + ([f"cupy {args.ablate}"] if ablate else [])
+    head = "| # | L×M×N×K | layout | results | cuBLAS µs | " + " | ".join(f"{k} µs (× cuBLAS)" for k in columns) + " |"
+    print(head + "\n|" + "---|" * (5 + len(columns)))
+    totals = {k: 0.0 for k in ["cublas"] + columns}
     for i, (key, A, B, ins, sc) in enumerate(first):
         fns = {"cublas": lambda A=A, B=B: torch.matmul(A, B)}
         for k in kernels:
             kk, kA, kB, kins, ksc = recorded[k][i]
             fns[k] = lambda kk=kk, kA=kA, kB=kB, kins=kins, ksc=ksc: evt_ops._run(kk, kA, kB, kins, ksc)
+        if ablate:
+            fns[columns[-1]] = _ablated(recorded["cupy"][i], ablate)
         times = {name: [] for name in fns}
         for r in range(args.rounds):
             order = list(fns)[r % len(fns):] + list(fns)[:r % len(fns)]
@@ -115,15 +122,42 @@ def main(argv=None):
         for name, v in med.items():
             totals[name] += v
         d = describe(key, A, B)
-        cells = " | ".join(f"{med[k]:.1f} ({med[k] / med['cublas']:.2f})" for k in kernels)
+        cells = " | ".join(f"{med[k]:.1f} ({med[k] / med['cublas']:.2f})" for k in columns)
         print(f"| {i} | {d['L']}×{d['M']}×{d['N']}×{d['K']} | {d['layout']} | {', '.join(d['results'])} | "
               f"{med['cublas']:.1f} | {cells} |", flush=True)
-    cells = " | ".join(f"**{totals[k]:.0f}** ({totals[k] / totals['cublas']:.2f})" for k in kernels)
+    cells = " | ".join(f"**{totals[k]:.0f}** ({totals[k] / totals['cublas']:.2f})" for k in columns)
     print(f"| all | | | | **{totals['cublas']:.0f}** | {cells} |")
     if args.sweep and "cupy" in recorded:
         groups = {int(g) for g in args.groups.split(",") if g}
         sweep(recorded["cupy"], args.rounds, groups, recorded.get("numba_cuda"))
     return 0
+
+
+def _parse_options(text):
+    """"k=v,k2=v2" -> {k: literal v} (True/False/numbers as Python literals, else the string)."""
+    import ast
+    out = {}
+    for item in filter(None, text.split(",")):
+        k, v = item.split("=", 1)
+        try:
+            out[k] = ast.literal_eval(v)
+        except (ValueError, SyntaxError):
+            out[k] = v
+    return out
+
+
+def _ablated(call, changes):
+    """A recorded cupy call's tree compiled with `changes` over its options (autotuned on its
+    first call, here), as a no-argument function on the recorded operands."""
+    import evt_core
+    import evt_core.torch.ops as evt_ops
+    key, A, B, ins, sc = call
+    e = evt_ops.entry(key)
+    tensors, scal = evt_ops._call_args(e.tree.program, list(ins), list(sc))
+    a = A if evt_ops._tma_reads_m_major(A, e.options) else evt_ops.k_contiguous(A)
+    k = evt_core.compile(e.tree, backend="cupy", **{**e.options, **changes})
+    k(a, B, **tensors, **scal)
+    return lambda: k(a, B, **tensors, **scal)
 
 
 def profile_once(recorded, kernels, groups):

@@ -26,6 +26,9 @@ class CupyBackend(Backend):
     # fast_math="auto": approximate transcendentals only where every result is stored in 16 bits.
     options = {"mainloop": "auto", "deterministic": False, "autotune": True, "tile": None,
                "aux_tma": True, "tma_store_all": True, "fast_math": "auto",
+               # aux_tma inputs through the mainloop's ring after each tile's k-blocks (False: a
+               # shared-memory buffer of their own, which costs pipeline stages)
+               "aux_ring": True,
                # an M-major A (a weight gradient's transposed activations) loaded by TMA and fed to
                # wgmma transposed (False: such an A takes the scalar sm80 loader)
                "a_mn_major_tma": True,
@@ -64,8 +67,9 @@ class CupyBackend(Backend):
             raise UnsupportedError(f"fast_math={opts['fast_math']!r} is not True, False or 'auto'")
         if type(opts["split_k"]) is not int or not 1 <= opts["split_k"] <= 64:
             raise UnsupportedError(f"split_k={opts['split_k']!r}: pass an int from 1 to 64")
-        if type(opts["a_mn_major_tma"]) is not bool:
-            raise UnsupportedError(f"a_mn_major_tma={opts['a_mn_major_tma']!r}: pass True or False")
+        for flag in ("a_mn_major_tma", "aux_ring"):
+            if type(opts[flag]) is not bool:
+                raise UnsupportedError(f"{flag}={opts[flag]!r}: pass True or False")
         if opts["tile"] is not None and not isinstance(opts["tile"], TileConfig):
             raise UnsupportedError("tile= takes a backends.cupy.codegen.plan.TileConfig or None")
         runner = CupyRunner(tree.program, opts)

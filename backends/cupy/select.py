@@ -10,6 +10,7 @@ from .codegen import sm80, sm90
 from .codegen.plan import N_BROADCAST, N_GENERIC, N_UNIT, N_UNIT_PAIR, Spec, TileConfig
 from ..gpu.fastmath import fast_ops  # noqa: F401  (the shared rule; backend.py imports it from here)
 from ..gpu.sm90 import tma_rows_ok
+from .codegen.sm90_io import ring_holds_aux
 
 SMEM_LIMIT = 232448          # 227 KB: the per-block opt-in maximum on sm_90
 _ITEM = {"float32": 4, "float16": 2, "bfloat16": 2}
@@ -125,7 +126,7 @@ def decide_spec(program, bound, options, cc, report=None):
     spec = Spec(dt, "sm90" if use90 else "sm80", a_load, b_load, b_kmajor, aL != 0, bL != 0,
                 in_cls, out_cls, tma_out, bool(options["deterministic"]), tma_extra, aux_tma,
                 fm is True, fast_ops(program) if fm == "auto" else (), direct, a_kmajor=a_kmajor or not use90,
-                split_k=split)
+                split_k=split, aux_ring=bool(options.get("aux_ring", True)))
     return _fit_options(program, spec, report)
 
 
@@ -234,11 +235,18 @@ def candidates(program, spec):
                 fitted.append(c)
         # a 2-stage ring starves the mainloop: such configurations only after all the others
         raw = [c for c in fitted if c.stages >= 3] + [c for c in fitted if c.stages < 3]
-    fit = [c for c in raw if smem_bytes(program, spec, c) <= SMEM_LIMIT]
+    fit = [c for c in raw if fits(program, spec, c)]
     if not fit:
         raise UnsupportedError(f"the epilogue needs more shared memory for its reduction buffers than a CTA has "
                                f"({len(program.reductions)} reductions); split the epilogue")
     return fit
+
+
+def fits(program, spec, cfg):
+    """The tile fits shared memory and, with aux inputs in the ring, the ring has a stage to spare
+    beside a tile's aux stages."""
+    ring_ok = spec.mainloop != "sm90" or ring_holds_aux(spec, cfg)
+    return ring_ok and smem_bytes(program, spec, cfg) <= SMEM_LIMIT
 
 
 def fit_stages(program, spec, cfg):
@@ -246,7 +254,7 @@ def fit_stages(program, spec, cfg):
     import dataclasses
     while smem_bytes(program, spec, cfg) > SMEM_LIMIT and cfg.stages > 2:
         cfg = dataclasses.replace(cfg, stages=cfg.stages - 1)
-    if smem_bytes(program, spec, cfg) > SMEM_LIMIT:
+    if not fits(program, spec, cfg):
         raise UnsupportedError(f"tile {cfg.label()} needs more shared memory than a CTA has for this epilogue")
     return cfg
 

@@ -341,14 +341,40 @@ def test_opt_in_option_values_are_checked(opts, match):
 def test_candidates_are_the_family_tiles_that_fit():
     """select.tiles is the whole sm90 family (what bench.group_kernels --sweep forces, the spec
     lightened where a tile needs it); candidates keeps those that fit shared memory, some with
-    fewer ring stages. The paper's example, with its (M, N) inputs loaded by TMA and its
-    outputs all TMA-stored, leaves most tiles out."""
+    fewer ring stages. The paper's example, with its (M, N) inputs loaded by TMA into a buffer
+    of their own (aux_ring=False) and its outputs all TMA-stored, leaves most tiles out."""
+    import dataclasses
+
     from evt_backends.cupy.select import tiles
     p = P.paper_example()
-    spec = canonical_spec(p, "float16", "sm90", aux_tma=True, tma_store_all=True)
+    spec = dataclasses.replace(canonical_spec(p, "float16", "sm90", aux_tma=True, tma_store_all=True),
+                               aux_ring=False)
     family = tiles(spec)
     fit = candidates(p, spec)
     shape = lambda c: (c.bm, c.bn, c.bk, c.pingpong, c.group_m)   # noqa: E731
     assert {shape(c) for c in fit} < {shape(c) for c in family}
     assert all(smem_bytes(p, spec, c) <= SMEM_LIMIT for c in fit)
     assert all(smem_bytes(p, spec, c) > SMEM_LIMIT for c in family if shape(c) not in {shape(f) for f in fit})
+
+
+def test_aux_in_the_ring_costs_no_stages_of_its_own():
+    """aux_ring: a tile's (M, N) inputs ride the mainloop ring as the stages after its k-blocks,
+    so every tile of the family fits with at least as many stages as with a buffer of their
+    own, the ring keeps a stage beside the aux stages, and the kernel loads them there."""
+    import dataclasses
+
+    from evt_backends.cupy.codegen.sm90_io import aux_stages
+    from evt_backends.cupy.select import fit_stages, tiles
+    p = P.paper_example()
+    ring = canonical_spec(p, "float16", "sm90", aux_tma=True, tma_store_all=True)
+    assert ring.aux_ring and ring.aux_tma
+    buffer = dataclasses.replace(ring, aux_ring=False)
+    for cfg in tiles(ring):
+        got = fit_stages(p, ring, cfg)
+        assert 1 <= aux_stages(ring, got) <= got.stages - 1
+        try:
+            assert got.stages >= fit_stages(p, buffer, cfg).stages
+        except UnsupportedError:
+            pass                       # the buffer does not fit this tile at all
+        src = generate(p, ring, got)
+        assert "aux_ring" in src and "abars + 8 * b" not in src

@@ -336,8 +336,9 @@ def test_erf_gelu_backward(ml, dt, fast_math):
 FAST_OPTS = [{"aux_tma": False, "tma_store_all": False, "fast_math": False},
              {"aux_tma": True, "tma_store_all": True, "fast_math": False},
              {"aux_tma": True, "tma_store_all": True, "fast_math": True},
+             {"aux_ring": False},       # the aux inputs in a buffer of their own, not the ring
              {}]
-_OPT_ID = lambda o: ("defaults" if not o else  # noqa: E731
+_OPT_ID = lambda o: ("defaults" if not o else "aux-buffer" if o.get("aux_ring") is False else  # noqa: E731
                      "+".join(k for k in ("aux_tma", "tma_store_all", "fast_math") if o.get(k)) or "all-off")
 
 
@@ -400,11 +401,12 @@ def test_fast_paths_batched(name, opts):
     _fast_run(name, (3, 130, 264, 64), opts)
 
 
+@pytest.mark.parametrize("ring", [True, False], ids=["aux-ring", "aux-buffer"])
 @pytest.mark.parametrize("tile", ["coop256", "coop128", "pp128x128"])
 @pytest.mark.parametrize("name", ["w1", "w2", "w4"])
-def test_fast_paths_other_schedules(name, tile):
+def test_fast_paths_other_schedules(name, tile, ring):
     from evt_backends.cupy.codegen.plan import TileConfig
-    _fast_run(name, (1, 4100, 2056, 136), FAST_OPTS[2], tile=TileConfig(**_SM90_TILES[tile]))
+    _fast_run(name, (1, 4100, 2056, 136), {**FAST_OPTS[2], "aux_ring": ring}, tile=TileConfig(**_SM90_TILES[tile]))
 
 
 def test_fast_paths_deterministic_bit_identical():

@@ -44,6 +44,8 @@ class Spec:
     tile_vecs: bool = True   # sm90: stage broadcast vectors per tile in shared memory (tile_vectors)
     a_kmajor: bool = True    # sm90: A has unit stride along K; False: unit stride along M (option
                              # a_mn_major_tma), loaded in 64-row panels and fed to wgmma transposed
+    aux_ring: bool = True    # sm90: aux_tma inputs travel through the mainloop's ring as the stages
+                             # after a tile's k-blocks (option aux_ring; False: a buffer of their own)
     split_k: int = 1         # sm90 cooperative: K split over this many CTAs per tile (option
                              # split_k; codegen/sm90_splitk.py)
 

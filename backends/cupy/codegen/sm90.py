@@ -14,7 +14,8 @@ from .fragments import (FragmentMap, col_run_begin, col_run_end, column_group_bo
                         smem_floats)
 from .plan import tile_vector_bytes, tile_vectors, tma_outputs
 from . import sm90_splitk as splitk
-from .sm90_io import _aux_consumer, _aux_init, _aux_producer, _store, _tile_vectors, _tma_load, aux_geometry
+from .sm90_io import (_aux_consumer, _aux_init, _aux_producer, _aux_ring_producer, _store, _tile_vectors, _tma_load,
+                      aux_geometry, aux_ring_address, aux_stages)
 
 A_BYTES = BM * BK * 2
 STAGING_BYTES = 64 * 128 * 2     # per consumer WG: 64 rows x 128 columns of 16-bit output
@@ -25,13 +26,27 @@ STAGING_BYTES = 64 * 128 * 2     # per consumer WG: 64 rows x 128 columns of 16-
 _PANEL_WORD = "(16 * w + gq + 8 * s) * 128 + ((({c} & 7) ^ gq) << 4) + 4 * q"
 
 
+def _aux_panel(spec, cfg, half, buffer_base):
+    """Shared-space address of input 0's panel for the fragment's m-half `half` and the column
+    group j's 64-column panel: in the ring's aux stages (aux_ring) or the aux buffer."""
+    if spec.aux_ring:
+        return aux_ring_address(spec, cfg, f"{half} * {cfg.bn // 64} + (j >> 3)")
+    return f"{buffer_base} + (j >> 3) * 8192"
+
+
+def _aux_stride(spec, cfg):
+    """Bytes from one aux input's panel to the next input's: adjacent panels of a ring group, or
+    whole input tiles in the aux buffer."""
+    return 8192 if spec.aux_ring else aux_geometry(spec, cfg)[4]
+
+
 def _fragment_map(cfg, spec, program):
     nt = len(tma_outputs(spec))
     stage = " ".join(f"evt_sts_u32(stgb_s + {o * 8192} + {_PANEL_WORD.format(c='jj')}, tma_word[{o}]);"
                      for o in range(nt))
     aux = ""
     if spec.aux_tma:
-        aux = f", auxw + (j >> 3) * 8192 + {_PANEL_WORD.format(c='j')}, {aux_geometry(spec, cfg)[4]}"
+        aux = f", {_aux_panel(spec, cfg, 'wg', 'auxw')} + {_PANEL_WORD.format(c='j')}, {_aux_stride(spec, cfg)}"
     if tile_vectors(program, spec):
         aux += ", vs, 8 * j + 2 * q, 16 * w + gq + 8 * s"
     return FragmentMap(
@@ -57,8 +72,8 @@ def _pp_fragment_map(cfg, spec, program):
     mh = cfg.bm // 64
     aux = ""
     if spec.aux_tma:
-        aux = (f", auxw + h * {cfg.bn // 64 * 8192} + (j >> 3) * 8192 + {_PANEL_WORD.format(c='j')}, "
-               f"{aux_geometry(spec, cfg)[4]}")
+        aux = f", {_aux_panel(spec, cfg, 'h', f'auxw + h * {cfg.bn // 64 * 8192}')} + {_PANEL_WORD.format(c='j')}, " \
+              f"{_aux_stride(spec, cfg)}"
     if tile_vectors(program, spec):
         aux += ", vs, 8 * j + 2 * q, 64 * h + 16 * w + gq + 8 * s"
     return FragmentMap(
@@ -92,8 +107,9 @@ def smem_layout(program, spec, cfg):
     off = {"stage": stage, "b": a_bytes, "staging": cfg.stages * stage}
     off["aux"] = off["staging"] + 2 * staging_bytes(cfg, nt)       # 1024-aligned: all multiples of 8 KB
     nb, _, _, buf, _ = aux_geometry(spec, cfg)
+    own_buffer = spec.aux_tma and not spec.aux_ring
     off["aux_buf"] = buf
-    off["red"] = off["aux"] + (nb * buf if spec.aux_tma else 0)
+    off["red"] = off["aux"] + (nb * buf if own_buffer else 0)
     off["red_floats"] = red_floats
     off["vec"] = (off["red"] + 2 * 4 * red_floats + 15) // 16 * 16      # tile vectors, per consumer WG
     off["vec_bytes"] = tile_vector_bytes(program, spec)
@@ -101,7 +117,7 @@ def smem_layout(program, spec, cfg):
     off["bars"] = (off["bars"] + 7) // 8 * 8
     # ring: full[s], empty[s]; aux_tma: aux_full[b], aux_empty[b] after them
     off["abars"] = off["bars"] + 16 * cfg.stages
-    off["total"] = off["abars"] + (16 * nb if spec.aux_tma else 0) + 1024    # + slack to align the base to 1024
+    off["total"] = off["abars"] + (16 * nb if own_buffer else 0) + 1024    # + slack to align the base to 1024
     return off
 
 
@@ -182,13 +198,14 @@ def _producer(program, spec, cfg, off, bm, a_load, b_loads):
     the ring; the consumer side of the ring decides who releases a slot."""
     S, BN, BK = cfg.stages, cfg.bn, cfg.bk
     loop, k_first, k_limit = splitk.unit_loop(spec, BK, "      ")
+    aux_kb = (f"      const int auxkb = min((a.K + {BK - 1}) / {BK}, {S}) - 1;   // aux buffer: when its loads go\n"
+              if spec.aux_tma and not spec.aux_ring else "")
     return f"""  if (wgid == 0) {{
     // ---- producer warpgroup: one thread streams every tile's A and B k-blocks through the ring ----
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
     if (tid == 0) {{
       int s = 0; u32 ph = 0;
-      const int auxkb = min((a.K + {BK - 1}) / {BK}, {S}) - 1;
-      int it = 0;                                        // index of the tile among this CTA's tiles
+{aux_kb}      int it = 0;                                        // index of the tile among this CTA's tiles
       {loop}
         int l, mt, nt;
         evt_tile_coords(a, t, {cfg.group_m}, l, mt, nt);
@@ -201,7 +218,7 @@ def _producer(program, spec, cfg, off, bm, a_load, b_loads):
           {a_load}
           {b_loads}
           if (++s == {S}) {{ s = 0; ph ^= 1; }}{_aux_producer(program, spec, cfg, off)}
-        }}
+        }}{_aux_ring_producer(program, spec, cfg, "m0")}
       }}
     }}
   }} else {{"""
@@ -382,7 +399,7 @@ def generate_pingpong(program, spec, cfg):
 {vec_pre}
       float d[{nacc}];
       if (it > 0) evt_named_bar(my_turn, 256);           // the other WG's previous mainloop is done
-      u32 pos = (u32)it * (u32)KB;                       // ring position of this tile's first k-block
+      u32 pos = (u32)it * (u32)(KB + {aux_stages(spec, cfg)});   // ring position of this tile's first k-block
       u32 s = pos % {S}, ph = (pos / {S}) & 1;
       u32 prev = 0;
       for (int kb = 0; kb < KB; ++kb) {{

@@ -16,6 +16,94 @@ def aux_geometry(spec, cfg):
     return nb, mh, panels, per_input * len(spec.aux_tma), per_input
 
 
+def ring_stage_bytes(cfg):
+    """Bytes of one mainloop ring stage: the A rows (a ping-pong tile's, or the cooperative CTA's
+    128) and the B columns, BK = 64 deep, 16-bit: a multiple of one 8 KB 64 x 64 panel."""
+    return ((cfg.bm if cfg.pingpong else 128) + cfg.bn) * cfg.bk * 2
+
+
+def aux_ring_geometry(spec, cfg):
+    """aux_tma through the ring (Spec.aux_ring): (groups per tile, groups per ring stage, ring
+    stages per tile). A group is one 64-row m-half h and 64-column panel c of every aux input:
+    len(aux_tma) consecutive 8 KB panels in one stage, group g = h * P + c. Stages per tile is
+    None when one stage cannot hold a group."""
+    x = len(spec.aux_tma)
+    mh = cfg.bm // 64 if cfg.pingpong else 2
+    groups = mh * (cfg.bn // 64)
+    per_stage = ring_stage_bytes(cfg) // (8192 * x)
+    return groups, per_stage, (-(-groups // per_stage) if per_stage else None)
+
+
+def aux_stages(spec, cfg):
+    """Ring stages one tile's aux inputs occupy after its k-blocks (0 without aux_ring)."""
+    if not (spec.aux_tma and spec.aux_ring):
+        return 0
+    return aux_ring_geometry(spec, cfg)[2]
+
+
+def ring_holds_aux(spec, cfg):
+    """A tile's aux stages stay held through its epilogue; the ring needs at least one more
+    stage so the next tile's mainloop can stream meanwhile (and a group must fit a stage)."""
+    a = aux_stages(spec, cfg)
+    return a is not None and a <= cfg.stages - 1
+
+
+def aux_ring_address(spec, cfg, group):
+    """Shared-space address of input 0's panel of aux group `group` (a C expression; input x's
+    panel is 8 KB * x after it), in the ring stages that follow the tile's k-blocks from slot
+    `s_aux` on."""
+    _, per_stage, _ = aux_ring_geometry(spec, cfg)
+    g = f"({group})"
+    return (f"(sbase + (u32)((s_aux + {g} / {per_stage}) % {cfg.stages}) * {ring_stage_bytes(cfg)}u"
+            f" + (u32)({g} % {per_stage}) * {8192 * len(spec.aux_tma)}u)")
+
+
+def _aux_ring_producer(program, spec, cfg, m0):
+    """aux_ring, producer thread, after a tile's last k-block: the tile's aux groups go into the
+    next ring positions like k-blocks (wait empty, expect the full boxes' bytes, TMA loads), so
+    they need no buffer of their own and arrive as the consumers finish the mainloop."""
+    if not aux_stages(spec, cfg):
+        return ""
+    groups, per_stage, stages = aux_ring_geometry(spec, cfg)
+    panels = cfg.bn // 64
+    lines = ["        // aux_ring: this tile's M x N inputs, as the ring positions after its k-blocks"]
+    for a in range(stages):
+        gs = range(a * per_stage, min(groups, (a + 1) * per_stage))
+        lines += [f"        evt_mbar_wait(bars + 8 * ({cfg.stages} + s), ph ^ 1);",
+                  f"        evt_mbar_expect_tx(bars + 8 * s, {len(gs) * len(spec.aux_tma) * 8192});"]
+        for i, g in enumerate(gs):
+            h, c = divmod(g, panels)
+            for x, k in enumerate(spec.aux_tma):
+                batched = program.batched and program.spans(program.inputs[k])[0]
+                dst = f"sbase + s * {ring_stage_bytes(cfg)} + {(i * len(spec.aux_tma) + x) * 8192}"
+                lines.append("        " + _tma_load(f"tmX{x}", batched, dst, f"n0 + {64 * c}", f"{m0} + {64 * h}",
+                                                    "bars + 8 * s"))
+        lines.append(f"        if (++s == {cfg.stages}) {{ s = 0; ph ^= 1; }}")
+    return "\n" + "\n".join(lines)
+
+
+def _aux_ring_consumer(spec, cfg):
+    """aux_ring, consumer side: (wait for the tile's aux stages, which follow its k-blocks at
+    ring slot s / parity ph; after the epilogue, release them once the warpgroup is done and
+    step s / ph past them)."""
+    stages, S = aux_stages(spec, cfg), cfg.stages
+    if not stages:
+        return "", ""
+    wait = (f"      const int s_aux = s;                         // aux_ring: the tile's aux groups from slot s on\n"
+            f"      #pragma unroll\n"
+            f"      for (int i = 0; i < {stages}; ++i) {{\n"
+            f"        const int sa = s_aux + i;\n"
+            f"        evt_mbar_wait(bars + 8 * (sa % {S}), ph ^ (u32)(sa >= {S}));\n"
+            f"      }}")
+    release = (f"      evt_named_bar(1 + wg, 128);                 // aux_ring: the warpgroup's last read is done\n"
+               f"      if (tid == 0) {{\n"
+               f"        #pragma unroll\n"
+               f"        for (int i = 0; i < {stages}; ++i) evt_mbar_arrive(bars + 8 * ({S} + (s_aux + i) % {S}));\n"
+               f"      }}\n"
+               f"      s += {stages}; if (s >= {S}) {{ s -= {S}; ph ^= 1; }}")
+    return wait, release
+
+
 def _tma_load(which, batched, dst, x, y, bar):
     if batched:
         return f"evt_tma_load_3d({dst}, &{which}, {x}, {y}, l, {bar});"
@@ -32,7 +120,7 @@ def _store(program, spec, o, x, y, src):
 
 
 def _aux_init(spec, cfg):
-    if not spec.aux_tma:
+    if not spec.aux_tma or spec.aux_ring:
         return ""
     nb = aux_geometry(spec, cfg)[0]
     readers = 128 if cfg.pingpong else 256
@@ -45,7 +133,7 @@ def _aux_producer(program, spec, cfg, off):
     are queued (the mainloop is about to start, so the previous tile of this buffer is being or has
     been consumed), wait until the consumers released the buffer and TMA-load the tile's M x N
     inputs as 64 x 64 128B-swizzled panels: input x, m-half h, panel c at ((x*MH + h)*P + c)*8 KB."""
-    if not spec.aux_tma:
+    if not spec.aux_tma or spec.aux_ring:
         return ""
     nb, mh, panels, buf, per = aux_geometry(spec, cfg)
     ab = "(u32)(it & 1)" if cfg.pingpong else "0u"
@@ -70,6 +158,8 @@ def _aux_producer(program, spec, cfg, off):
 
 def _aux_consumer(spec, cfg, off):
     """aux_tma, consumer side: (wait before the epilogue, release after it)."""
+    if spec.aux_ring:
+        return _aux_ring_consumer(spec, cfg)
     if not spec.aux_tma:
         return "", ""
     nb, mh, panels, buf, per = aux_geometry(spec, cfg)
