@@ -409,6 +409,24 @@ def test_fast_paths_other_schedules(name, tile, ring):
     _fast_run(name, (1, 4100, 2056, 136), {**FAST_OPTS[2], "aux_ring": ring}, tile=TileConfig(**_SM90_TILES[tile]))
 
 
+@pytest.mark.parametrize("tile", [dict(bm=64, bn=256, bk=64, stages=3, pingpong=True),
+                                  dict(bm=128, bn=128, bk=64, stages=6, pingpong=True)], ids=["pp64x256s3", "pp128x128"])
+def test_aux_ring_pingpong_repeated(tile):
+    """aux in the ring, ping-pong, the paper's epilogue called 20 times against one reference:
+    while the other warpgroup could start its mainloop before this tile's aux stages landed,
+    2-4 of 30 such calls read an overwritten aux panel (a ring wait passing on a slot's older
+    phase; scripts/aux_ring_stress.py, 2026-12-02)."""
+    from evt_backends.cupy.codegen.plan import TileConfig
+    tree, A, B, inputs = make("paper", 1, 4100, 2056, 136, "float16", batched=False)
+    ref = evt_core.interpret(tree, A, B, **inputs)
+    kern = evt_core.compile(tree, backend="cupy", mainloop="sm90", autotune=False, fast_math=False,
+                            tile=TileConfig(**tile))
+    for _ in range(20):
+        check(kern(A, B, **inputs), ref, 136)
+    assert kern.run.last.spec.aux_ring and kern.run.last.cfg.pingpong
+    assert not kern.run.watchdog_fired()
+
+
 def test_fast_paths_deterministic_bit_identical():
     tree, A, B, inputs = make("w2", 2, 1500, 1032, 64, "float16", batched=True)
     kern, first = _fast_run("w2", (2, 1500, 1032, 64), FAST_OPTS[2], det=True)

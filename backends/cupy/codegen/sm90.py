@@ -359,6 +359,8 @@ def generate_pingpong(program, spec, cfg):
     red_layout, _ = smem_floats(program, fm)
     off = smem_layout(program, spec, cfg)
     aux_wait, aux_release = _aux_consumer(spec, cfg, off)
+    # aux in the ring: waited on before the turn goes to the other WG (_aux_ring_consumer's invariant)
+    ring_aux_wait, buffer_aux_wait = (aux_wait, "") if spec.aux_ring else ("", aux_wait)
     vec_pre, vec_stage = _tile_vectors(program, spec, cfg, off, "m0", cfg.bm, staged)
     S, BN, BMp = cfg.stages, cfg.bn, cfg.bm
     MH = BMp // 64                      # m-halves per tile (one m64nBN wgmma each per k16)
@@ -418,12 +420,13 @@ def generate_pingpong(program, spec, cfg):
       }}
       asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
       if (tid == 0) evt_mbar_arrive(bars + 8 * ({S} + prev));
+{ring_aux_wait}
       if (t + gridDim.x < a.tiles) evt_named_bar_arrive(next_turn, 256);   // the other WG's next tile may start
       #pragma unroll
       for (int i = 0; i < {nacc}; ++i) asm volatile("" : "+f"(d[i]) :: "memory");   // no reads before the wait
       // ---- fused epilogue (overlaps the other WG's mainloop) ----
 {vec_stage}
-{aux_wait}
+{buffer_aux_wait}
 {epi_loop}
 {aux_release}
     }}

@@ -85,7 +85,15 @@ def _aux_ring_producer(program, spec, cfg, m0):
 def _aux_ring_consumer(spec, cfg):
     """aux_ring, consumer side: (wait for the tile's aux stages, which follow its k-blocks at
     ring slot s / parity ph; after the epilogue, release them once the warpgroup is done and
-    step s / ph past them)."""
+    step s / ph past them).
+
+    Invariant: a consumer waits on ring position q only once every earlier position has
+    completed. mbarrier waits test a phase's parity, so a wait on q while q - S is still
+    incomplete passes on the older phase (then releases the slot early, and the producer
+    overwrites data still being read). The cooperative warpgroups wait on every position in
+    order. In ping-pong the other warpgroup starts its mainloop at the turn barrier, past this
+    tile's aux positions, which it never waits on; so generate_pingpong puts this wait before
+    the turn is handed over."""
     stages, S = aux_stages(spec, cfg), cfg.stages
     if not stages:
         return "", ""
