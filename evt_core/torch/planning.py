@@ -214,6 +214,7 @@ def trusted_values(g, gm) -> dict[str, str]:
     composed permutation), since permutation folding respells and cancels them. Trust is
     transitive on purpose: a pass may keep a name and change its value (loss elimination
     does, with the loss), so a value the passes rewrote anywhere upstream is not trusted."""
+    _number_values(gm, g)
     why: dict[str, str] = {}
     for f in gm.graph.nodes:
         if f.op == "output" or (f.op == "call_function" and aten_name(f.target) in _IDENTITY):
@@ -226,8 +227,36 @@ def trusted_values(g, gm) -> dict[str, str]:
     return why
 
 
+def _number_values(gm, g) -> None:
+    """fx-side value numbering, mirroring the graph passes' CSE: an fx node the passes removed
+    whose op, operands and arguments equal an earlier node's that they kept carries that
+    node's value (two equal `ne` masks, two `full` constants of one value), recorded as
+    meta["evt_same_as"], which _fx_canon follows. Only removed nodes are mapped, so a node
+    the passes kept apart (an opaque op) is never merged here."""
+    seen: dict = {}
+    for f in gm.graph.nodes:
+        f.meta.pop("evt_same_as", None)
+        if f.op != "call_function":
+            continue
+        key = (f.target, _value_key(f.args), _value_key(tuple(sorted(f.kwargs.items()))))
+        first = seen.setdefault(key, f.name)
+        if first != f.name and f.name not in g.nodes and first in g.nodes:
+            f.meta["evt_same_as"] = first
+
+
+def _value_key(a):
+    """A hashable spelling of fx arguments, each fx node by the value it carries."""
+    if hasattr(a, "op") and hasattr(a, "meta"):
+        return ("node", a.meta.get("evt_same_as", a.name))
+    if isinstance(a, (list, tuple)):
+        return tuple(_value_key(x) for x in a)
+    return repr(a)
+
+
 def _local_reason(g, f) -> str:
     node = g.nodes.get(f.name)
+    if node is None and f.meta.get("evt_same_as"):
+        return ""             # the value of the node it equals (its operands' trust is checked too)
     if node is None:
         return f"{f.name} is not a value of the partitioned graph (the graph passes removed it)"
     val = f.meta.get("val")
@@ -263,8 +292,10 @@ def _local_reason(g, f) -> str:
                    f"{_ir_view_source(g, node.inputs[0])} after the graph passes"
         return ""
     ir_in = {_ir_canon(g, i) for i in node.inputs if g.nodes[i].kind is not Kind.CONST}
-    if _fx_operands(f) != ir_in:
-        return f"{f.name} reads {sorted(_fx_operands(f), key=str)} in the fx graph but {sorted(ir_in, key=str)} " \
+    # constants are compared on neither side: propagate_constants respells and merges them
+    fx_in = {c for c in _fx_operands(f) if c[0] not in g.nodes or g.nodes[c[0]].kind is not Kind.CONST}
+    if fx_in != ir_in:
+        return f"{f.name} reads {sorted(fx_in, key=str)} in the fx graph but {sorted(ir_in, key=str)} " \
                "after the graph passes"
     return ""
 
@@ -315,7 +346,7 @@ def _fx_canon(a) -> tuple:
         if aten_name(a.target) in _LAYOUT and hasattr(a.meta.get("val"), "shape"):
             perm = _compose(_fx_perm(a, len(a.meta["val"].shape)), perm)
         a = a.args[0]
-    return a.name, perm
+    return a.meta.get("evt_same_as", a.name), perm
 
 
 def _ir_canon(g, name) -> tuple:

@@ -88,3 +88,19 @@ def test_a_layer_norm_parameter_gradient_rewritten_as_a_sum_stays_trusted():
               and f.name in g.nodes)
     nodes = [dataclasses.replace(n, op="sum") if n.name == x0.name else n for n in g.nodes.values()]
     assert "is getitem in the fx graph but sum" in trusted_values(Graph.build(nodes, g.outputs), imp.gm)[x0.name]
+
+
+def test_values_the_passes_merge_stay_trusted():
+    """Two equal masks (and the zeros of two `where`s), which the graph passes merge into one
+    node each: the removed one is trusted as the kept one's value, and a reader of it reads the
+    same operands on both sides (constants compared on neither); a cross-entropy backward
+    spells its mask twice like this."""
+    def loss(y):
+        return torch.where(y > 0, y, torch.zeros(())).sum() + torch.where(y > 0, 2 * y, torch.zeros(())).sum()
+    imp = _joint(mlp(), loss, torch.randn(4, 16))
+    g = run_pipeline(imp.graph)
+    gts = [n.name for n in imp.gm.graph.nodes if n.op == "call_function" and "aten.gt" in str(n.target)]
+    assert len(gts) == 2 and sum(name in g.nodes for name in gts) == 1       # the passes merged the masks
+    why = trusted_values(g, imp.gm)
+    wheres = [n.name for n in imp.gm.graph.nodes if n.op == "call_function" and "aten.where" in str(n.target)]
+    assert wheres and all(not why[w] for w in wheres + gts if w in why), {w: why.get(w) for w in wheres + gts}
