@@ -253,6 +253,10 @@ def _value_key(a):
     return repr(a)
 
 
+# loss ops decompose_losses rewrites under their own names: fx op -> the IR op that then carries it
+_DECOMPOSED = {"_log_softmax": "log", "_log_softmax_backward_data": "sub", "nll_loss_backward": "neg"}
+
+
 def _local_reason(g, f) -> str:
     node = g.nodes.get(f.name)
     if node is None and f.meta.get("evt_same_as"):
@@ -278,6 +282,8 @@ def _local_reason(g, f) -> str:
         return ""       # decompose_layer_norm_backward's invariant: this sum is that gradient
     if op == BCE_WITH_LOGITS and node.op in ("sum", "div", "mul"):
         return ""       # decompose_losses' invariant: the loss under its own name, from the same operands
+    if _DECOMPOSED.get(op) == node.op:
+        return ""       # decompose_losses' invariant: the op's value under its own name, from the same operands
     if op == "div" and node.op == "mul" and any(g.nodes[i].kind is Kind.CONST for i in node.inputs):
         pass            # propagate_constants' invariant: x / c is x · (1/c), under x / c's name
     elif node.kind is Kind.OPAQUE and node.op.split(".")[0] == op:
@@ -308,7 +314,24 @@ def _trust_operands(f) -> set:
         return {_fx_canon(_fx_view_source(f.args[0]))}
     if _ln_param_grad(f):
         return _fx_operands(f.args[0])
+    src = f.args[1] if f.op == "call_function" and aten_name(f.target) == "_log_softmax_backward_data" else None
+    src = _fx_identity_source(src) if src is not None else None
+    if src is not None and src.op == "call_function" and aten_name(src.target) == "_log_softmax":
+        # decompose_losses reads the softmax of the forward's input, so the log-softmax itself
+        # may be gone: trust rests on the gradient and that input
+        return {_fx_canon(f.args[0])} | _fx_operands(src)
+    if f.op == "call_function" and aten_name(f.target) == "nll_loss_backward":
+        # decompose_losses builds it from the tangent, the target and the weight: of `self` (the
+        # log-probabilities) it reads only the shape, and it counts the labels instead of
+        # reading the forward's total_weight
+        return {_fx_canon(a) for i, a in enumerate(f.args) if i not in (1, 6) and hasattr(a, "op")}
     return _fx_operands(f)
+
+
+def _fx_identity_source(a):
+    while hasattr(a, "op") and a.op == "call_function" and aten_name(a.target) in _IDENTITY:
+        a = a.args[0]
+    return a
 
 
 def _ln_param_grad(f) -> bool:
@@ -340,22 +363,41 @@ def _fx_operands(f) -> set:
 
 
 def _fx_canon(a) -> tuple:
-    """(source name, permutation or None) of an fx value, through identities and layouts."""
+    """(source name, permutation or None) of an fx value, through identities, layouts and view
+    chains back to their source's shape (row-major views compose, so such a chain is its
+    source, and the passes fold it away)."""
     perm = None
-    while a.op == "call_function" and aten_name(a.target) in _IDENTITY | _LAYOUT:
-        if aten_name(a.target) in _LAYOUT and hasattr(a.meta.get("val"), "shape"):
-            perm = _compose(_fx_perm(a, len(a.meta["val"].shape)), perm)
-        a = a.args[0]
+    while a.op == "call_function":
+        op = aten_name(a.target)
+        if op in _IDENTITY | _LAYOUT:
+            if op in _LAYOUT and hasattr(a.meta.get("val"), "shape"):
+                perm = _compose(_fx_perm(a, len(a.meta["val"].shape)), perm)
+            a = a.args[0]
+        elif ALIASES.get(op, op) == _VIEW and _shape(_fx_view_source(a.args[0])) == _shape(a):
+            a = _fx_view_source(a.args[0])
+        else:
+            break
     return a.meta.get("evt_same_as", a.name), perm
 
 
+def _shape(a):
+    val = a.meta.get("val")
+    return tuple(val.shape) if hasattr(val, "shape") else None
+
+
 def _ir_canon(g, name) -> tuple:
+    """_fx_canon's counterpart on the partitioned graph (the same walk, so both sides agree
+    whether or not a pass folded the views)."""
     perm, node = None, g.nodes[name]
-    while node.op in _LAYOUT:
-        if len(node.shape) >= 2:
-            perm = _compose(layout_perm(node, len(node.shape)), perm)
-        node = g.nodes[node.inputs[0]]
-    return node.name, perm
+    while True:
+        if node.op in _LAYOUT:
+            if len(node.shape) >= 2:
+                perm = _compose(layout_perm(node, len(node.shape)), perm)
+            node = g.nodes[node.inputs[0]]
+        elif node.op == _VIEW and tuple(g.nodes[_ir_view_source(g, node.inputs[0])].shape) == tuple(node.shape):
+            node = g.nodes[_ir_view_source(g, node.inputs[0])]
+        else:
+            return node.name, perm
 
 
 def _compose(inner, outer):

@@ -165,3 +165,21 @@ def test_a_language_model_step_keeps_min_cut_and_saves_16_bit_logits(kernel_call
     assert not [why for why in rep.unfused.values() if "after the graph passes" in why], rep.unfused
     assert "float16[32, 96]" in rep.saved.values()                        # the logits
     assert not [v for v in rep.saved.values() if v.startswith("float32[32, 96]")], rep.saved
+
+
+def test_a_language_model_step_with_torch_for_the_rest_fuses_its_loss_backward(kernel_calls):
+    """The same step with ATen ops for the rest (the loss ops stay whole in the fx graph and
+    decompose_losses rewrites them): the log-softmax backward, NLL backward and the view
+    chains back to their source's shape pass the boundary check, so no GEMM group is refused
+    for them, and the step matches eager."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, activation="gelu",
+                                                                 batch_first=True), torch.nn.Linear(64, 96))
+    x, t = torch.randn(2, 16, 64), torch.randint(0, 96, (2 * 16,))
+
+    def objective(m):
+        return lambda x, t: torch.nn.functional.cross_entropy(m(x).flatten(0, 1), t)
+    rep = _step_like_eager(model, objective, (x, t), et.backend(rest="torch", strict=True), 1e-4)
+    assert rep.fused and kernel_calls
+    passes = ("after the graph passes", "the graph passes removed it")
+    assert not [why for why in rep.unfused.values() if any(p in why for p in passes)], rep.unfused
