@@ -21,49 +21,23 @@ Answers are pure functions of their keys, so within a build the first one is reu
 The memos live only inside `memoized()`: a later build that defines new intrinsics or overloads
 sees them, and nothing outside a build changes.
 """
-import contextlib
-import threading
-
-_lock = threading.Lock()
-_active = {"depth": 0, "restore": []}
-
-
-@contextlib.contextmanager
-def memoized():
-    """While active (re-entrant), numba-cuda's call and global typing answer a repeated
-    question from memos private to this activation."""
-    with _lock:
-        if _active["depth"] == 0:
-            _active["restore"] = [_install(owner, name, wrap) for owner, name, wrap in _targets()]
-        _active["depth"] += 1
-    try:
-        yield
-    finally:
-        with _lock:
-            _active["depth"] -= 1
-            if _active["depth"] == 0:
-                for restore in _active["restore"]:
-                    restore()
+from .scoped_patches import Scoped, present
 
 
 def _targets():
-    """(class, method, wrapper) of each memo; none where numba's internals are not the ones
-    this was written against (the build is then only slower, never wrong)."""
+    """(class, method, wrapper) of each memo."""
     try:
         from numba.core.types.functions import BaseFunction
         from numba.cuda.core.targetconfig import ConfigStack  # noqa: F401  (_calls keys on it)
         from numba.cuda.target import CUDATypingContext
     except ImportError:
         return []
-    found = [(BaseFunction, "get_call_type", _calls), (CUDATypingContext, "resolve_value_type", _globals)]
-    return [t for t in found if t[1] in t[0].__dict__]
+    return present([(BaseFunction, "get_call_type", _calls), (CUDATypingContext, "resolve_value_type", _globals)])
 
 
-def _install(owner, name, wrap):
-    """Replace owner.name by wrap(original); return the function that puts the original back."""
-    original = owner.__dict__[name]
-    setattr(owner, name, wrap(original))
-    return lambda: setattr(owner, name, original)
+# While active (re-entrant), numba-cuda's call and global typing answer a repeated question from
+# memos private to this activation.
+memoized = Scoped(_targets)
 
 
 def _calls(original):
