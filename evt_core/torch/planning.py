@@ -20,7 +20,7 @@ from ..partition.aten.structural import layout_perm
 from ..partition.lowering import group_tree
 from ..partition.fx_import import aten_name, from_fx
 from ..partition.optable import ALIASES, GEMMS, Kind
-from ..partition.passes.decompose_loss import BCE_WITH_LOGITS
+from ..partition.passes.decompose_loss import KEPT_NAME_OPS
 from ..partition.refine import layouts_with_their_gemm, narrow_stores
 from . import ops as evt_ops
 
@@ -253,10 +253,6 @@ def _value_key(a):
     return repr(a)
 
 
-# loss ops decompose_losses rewrites under their own names: fx op -> the IR op that then carries it
-_DECOMPOSED = {"_log_softmax": "log", "_log_softmax_backward_data": "sub", "nll_loss_backward": "neg"}
-
-
 def _local_reason(g, f) -> str:
     node = g.nodes.get(f.name)
     if node is None and f.meta.get("evt_same_as"):
@@ -280,9 +276,7 @@ def _local_reason(g, f) -> str:
         return ""
     if _ln_param_grad(f) and node.op == "sum":
         return ""       # decompose_layer_norm_backward's invariant: this sum is that gradient
-    if op == BCE_WITH_LOGITS and node.op in ("sum", "div", "mul"):
-        return ""       # decompose_losses' invariant: the loss under its own name, from the same operands
-    if _DECOMPOSED.get(op) == node.op:
+    if node.op in KEPT_NAME_OPS.get(op, ()):
         return ""       # decompose_losses' invariant: the op's value under its own name, from the same operands
     if op == "div" and node.op == "mul" and any(g.nodes[i].kind is Kind.CONST for i in node.inputs):
         pass            # propagate_constants' invariant: x / c is x · (1/c), under x / c's name
@@ -429,6 +423,4 @@ def _fx_args(f):
 
 
 def _source(a) -> str:
-    while a.op == "call_function" and aten_name(a.target) in _IDENTITY:
-        a = a.args[0]
-    return a.name
+    return _fx_identity_source(a).name

@@ -15,7 +15,7 @@ from .fragments import (FragmentMap, col_run_begin, col_run_end, column_group_bo
 from .plan import tile_vector_bytes, tile_vectors, tma_outputs
 from . import sm90_splitk as splitk
 from .sm90_io import (_aux_consumer, _aux_init, _aux_producer, _aux_ring_producer, _store, _tile_vectors, _tma_load,
-                      aux_geometry, aux_ring_address, aux_stages)
+                      aux_geometry, aux_ring_address, aux_stages, ring_stage_bytes)
 
 A_BYTES = BM * BK * 2
 STAGING_BYTES = 64 * 128 * 2     # per consumer WG: 64 rows x 128 columns of 16-bit output
@@ -100,8 +100,7 @@ def staging_bytes(cfg, outputs=1):
 def smem_layout(program, spec, cfg):
     """Byte offsets inside the 1024-aligned dynamic shared memory, and the total to request."""
     a_bytes = (cfg.bm if cfg.pingpong else BM) * BK * 2
-    b_bytes = cfg.bn * BK * 2
-    stage = a_bytes + b_bytes
+    stage = ring_stage_bytes(cfg)
     nt = len(tma_outputs(spec))
     _, red_floats = smem_floats(program, _fmap(cfg, spec, program))
     off = {"stage": stage, "b": a_bytes, "staging": cfg.stages * stage}

@@ -54,6 +54,10 @@ def _nll_backward(node, out: Graph, a) -> str:
 
 
 BCE_WITH_LOGITS = "binary_cross_entropy_with_logits"   # opaque in the op table: read from its fx spec
+# The ops decompose_losses leaves under a loss op's own name, from the same operands (what the
+# torch layer's boundary check trusts a rewritten loss op as): loss op -> possible IR ops.
+KEPT_NAME_OPS = {"_log_softmax": ("log",), "_log_softmax_backward_data": ("sub",), "nll_loss_backward": ("neg",),
+                 BCE_WITH_LOGITS: ("sum", "div", "mul")}
 _REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}         # ATen's Reduction enum
 
 
