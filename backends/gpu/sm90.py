@@ -121,3 +121,21 @@ def panel_map(L, M, N, strides, batched, item=2):
 def tma_rows_ok(ptr, row_stride, batch_stride, item=2):
     """TMA's address rules: 16-byte aligned base and 16-byte multiples as strides."""
     return ptr % 16 == 0 and (row_stride * item) % 16 == 0 and (batch_stride * item) % 16 == 0
+
+
+def aux_ring_geometry(inputs, tile_rows, bn, stage):
+    """(M, N) epilogue inputs streamed through the mainloop ring (the positions after a tile's
+    k-blocks, TMA-loaded as 64 x 64 128B-swizzled panels): (groups per tile, groups per ring
+    stage, ring stages per tile) for `inputs` 16-bit inputs, a tile of tile_rows x bn and ring
+    stages of `stage` bytes. A group is one 64-row half h and 64-column panel c of every input:
+    `inputs` consecutive 8 KB panels inside one stage (so the epilogue keeps one address per
+    panel), group g = h * (bn / 64) + c. Stages per tile is None when a stage cannot hold a group."""
+    groups = (tile_rows // PANEL) * (bn // PANEL)
+    per_stage = stage // (PANEL_BYTES * inputs)
+    return groups, per_stage, (-(-groups // per_stage) if per_stage else None)
+
+
+def ring_holds_aux(aux_stages, stages):
+    """A tile's aux stages stay held through its epilogue; the ring needs at least one more stage
+    so that the next tile's mainloop streams meanwhile (and a group must fit a stage)."""
+    return aux_stages is not None and aux_stages <= stages - 1

@@ -50,6 +50,10 @@ class NumbaCudaBackend(Backend):
         # (backends/gpu/fastmath.py, the cupy backend's rule); True: those and log wherever their
         # values go (Triton's defaults); False: libdevice everywhere.
         "fast_math": "auto",
+        # the cooperative fragment epilogue's 16-bit (M, N) inputs: True TMA-loads them through
+        # the mainloop's ring after each tile's k-blocks (select.sm90_aux_ring); False copies
+        # them with cp.async into buffers of their own (what fp32 inputs always take)
+        "aux_ring": True,
     }
 
     def available(self):
@@ -76,6 +80,8 @@ class NumbaCudaBackend(Backend):
             return Support(False, f"option sm90_schedule={options['sm90_schedule']!r} is not one of {SM90_SCHEDULES}")
         if options.get("fast_math", "auto") not in ("auto", True, False):
             return Support(False, f"option fast_math={options['fast_math']!r} is not 'auto', True or False")
+        if options.get("aux_ring", True) not in (True, False):
+            return Support(False, f"option aux_ring={options['aux_ring']!r} is not True or False")
         if options.get("sm90_epilogue", "auto") not in SM90_EPILOGUES:
             return Support(False, f"option sm90_epilogue={options['sm90_epilogue']!r} is not one of {SM90_EPILOGUES}")
         return Support.yes()

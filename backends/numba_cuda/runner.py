@@ -36,6 +36,7 @@ class Runner:
         self.schedule = options.get("sm90_schedule", "auto")
         self.epilogue = options.get("sm90_epilogue", "auto")
         self.fast = chosen_fast_ops(program, options.get("fast_math", "auto"))
+        self.aux_ring = bool(options.get("aux_ring", True))
         self._fns = {}
         self._ws = {}
         self._plans = {}      # call signature -> _Plan (bind's checks passed for it once)
@@ -49,7 +50,7 @@ class Runner:
         """The mainloop variant of this call (select.variant: which and why); records the sm90
         choice or fallback reason under kernel.stages["sm90"]."""
         chosen, note = select.variant(b, a_ptr, b_ptr, self.force_simt, self.sm90, self.schedule, self.p, in_ptrs,
-                                      self.det, out_ptrs, self.epilogue, self.fast)
+                                      self.det, out_ptrs, self.epilogue, self.fast, self.aux_ring)
         if note is not None:
             self.stages["sm90"] = note
         return chosen
@@ -58,12 +59,12 @@ class Runner:
         if variant in self._fns:
             return self._fns[variant]
         if variant[0] == "sm90":
-            _, ab, kmajor, a_batched, b_batched, pingpong, aux_async, frag, a_kmajor, bn = variant
+            _, ab, kmajor, a_batched, b_batched, pingpong, aux_async, frag, a_kmajor, bn, ring = variant
             main = module_prelude(ab, kmajor, a_kmajor, bn) + "\n" + sm90_source(
                 self.p, ab, kmajor, a_batched, b_batched, self.det, pingpong, aux_async, frag,
-                self.fast if frag else (), a_kmajor, bn)
-            fns = {"main": self._load(variant, main, "evt_kernel", sm90_params(self.p, frag),
-                                      launch_sm90.shared_bytes(self.p, self.det, pingpong, aux_async, frag, bn))}
+                self.fast if frag else (), a_kmajor, bn, ring)
+            fns = {"main": self._load(variant, main, "evt_kernel", sm90_params(self.p, frag, ring),
+                                      launch_sm90.shared_bytes(self.p, self.det, pingpong, aux_async, frag, bn, ring))}
         else:
             main = (simt_source(self.p, variant[1], SIM_TILING if simulator() else GPU_TILING, self.det)
                     if variant[0] == "simt" else
@@ -147,21 +148,26 @@ class Runner:
         stream = 0 if simulator() else streams.current_stream(side)
         out0 = 12 + 4 * len(self.p.inputs) + len(self.p.scalars)
         out_pos = list(range(out0, out0 + 4 * len(self.p.outputs), 4))
-        variant = self.variant(b, values[0], values[1], values[12:out0 - len(self.p.scalars):4],
-                               [values[q] for q in out_pos])
+        in_ptrs = values[12:out0 - len(self.p.scalars):4]
+        variant = self.variant(b, values[0], values[1], in_ptrs, [values[q] for q in out_pos])
         maps = None
         if variant[0] == "sm90":     # the tensor maps embed the operands' addresses: a replay refills them
             capturing = side != "numpy" and streams.capturing(stream)
-            geo = launch_sm90.output_maps(b, self.p) if variant[7] else ()
+            # the epilogue's maps: every output's (fragment epilogue), then every (M, N) input's (aux_ring)
+            out_geo = launch_sm90.output_maps(b, self.p) if variant[7] else ()
+            ring_ks = launch_sm90.ring_inputs(self.p, variant[10])
+            geo = out_geo + (launch_sm90.input_maps(b, self.p) if ring_ks else ())
+            epi_ptrs = [values[q] for q in out_pos][:len(out_geo)] + [in_ptrs[k] for k in ring_ks]
             ptrs = launch_sm90.map_pointers(launch_sm90.problem(b), values[0], values[1], variant[2], variant[9],
-                                            stream, capturing, tuple(zip([values[q] for q in out_pos], geo)))
+                                            stream, capturing, tuple(zip(epi_ptrs, geo)))
             if ptrs is None:
                 variant, _ = select.variant(b, values[0], values[1], self.force_simt, False)
                 self.stages["sm90"] = ("fallback to the mma.sync kernel: a CUDA graph is being captured and every "
                                        "tensor-map slot is in use (new slots cannot be allocated during capture)")
             else:
                 maps = (len(values) + 3 * len(self.p.reductions),
-                        launch_sm90.ReplayMaps(launch_sm90.problem(b), variant[2], variant[9], geo))
+                        launch_sm90.ReplayMaps(launch_sm90.problem(b), variant[2], variant[9], geo),
+                        len(out_geo), ring_ks)
         fns = self.function(variant)
         grid, block, partial_grid = self._launch_shape(b, variant)
         if self.p.reductions and not simulator():

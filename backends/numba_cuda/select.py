@@ -5,7 +5,7 @@ A variant is the key the Runner compiles and caches a kernel under:
                                                     cp.async cannot read;
   ('mma', dtype, a_kmajor, b_kmajor)                fp16/bf16 with 16-byte aligned A and B rows
                                                     (K- or M/N-contiguous);
-  ('sm90', dtype, b_kmajor, a_batched, b_batched, pingpong, aux_async, frag, a_kmajor, bn)
+  ('sm90', dtype, b_kmajor, a_batched, b_batched, pingpong, aux_async, frag, a_kmajor, bn, aux_ring)
                                                     `sm90=True` on an sm_90 GPU when the call
                                                     fits TMA's rules (sm90_refusal says why not);
                                                     the schedule from sm90_schedule (sm90_pingpong),
@@ -13,7 +13,8 @@ A variant is the key the Runner compiles and caches a kernel under:
                                                     the epilogue on the fragments with TMA-stored
                                                     outputs or staged (sm90_fragment), A K- or
                                                     M-contiguous (sm90.a_kmajor), the tile width
-                                                    128 or 256 (sm90_tile_n).
+                                                    128 or 256 (sm90_tile_n), (M, N) inputs
+                                                    TMA-loaded through the ring (sm90_aux_ring).
 The Program does not fix the operands' layout, so the choice is made per call from the bound
 strides and device addresses: pure Python, microseconds, unit-tested without a GPU.
 """
@@ -39,7 +40,7 @@ def simulator():
 
 
 def variant(b, a_ptr, b_ptr, force_simt, use_sm90, schedule="auto", program=None, in_ptrs=(), deterministic=False,
-            out_ptrs=(), epilogue="auto", fast=()):
+            out_ptrs=(), epilogue="auto", fast=(), aux_ring=True):
     """(variant, note): note is what kernel.stages["sm90"] records for this call (the sm90
     kernel's description, or why the call falls back to mma.sync), None when sm90 is off.
     a_ptr, b_ptr: the device addresses the sm90 kernel's tensor maps would read. schedule: the
@@ -47,7 +48,8 @@ def variant(b, a_ptr, b_ptr, force_simt, use_sm90, schedule="auto", program=None
     out_ptrs: the inputs' and outputs' device addresses, deterministic the option, for
     sm90_aux_async and sm90_fragment; epilogue: "auto" (the fragment epilogue where
     sm90_fragment holds), "fragment" (wherever the call allows it) or "staged"; fast: the
-    instructions the fragment epilogue spells with MUFU approximations."""
+    instructions the fragment epilogue spells with MUFU approximations; aux_ring: the option
+    (False keeps (M, N) inputs on cp.async copies)."""
     if simulator() or force_simt or b.dtype == "float32":
         return ("simt", b.dtype), None
     note = None
@@ -63,10 +65,12 @@ def variant(b, a_ptr, b_ptr, force_simt, use_sm90, schedule="auto", program=None
                 frag = sm90_fragment(b, program, in_ptrs, out_ptrs, pp, deterministic, epilogue == "auto", fast)
             aux = (not pp and bool(tile_inputs(program))) if frag else \
                 (not pp and sm90_aux_async(b, program, in_ptrs, deterministic))
+            ring = bool(frag and aux and aux_ring and sm90_aux_ring(program, deterministic))
+            aux = aux and not ring
             akm = sm90.a_kmajor(b.a_strides)
             bn = sm90_tile_n(b, program, pp, frag, deterministic)
-            return (("sm90", b.dtype, kmajor, b.a_strides[0] != 0, b.b_strides[0] != 0, pp, aux, frag, akm, bn),
-                    sm90_description(b, kmajor, pp, aux, frag, akm, bn))
+            return (("sm90", b.dtype, kmajor, b.a_strides[0] != 0, b.b_strides[0] != 0, pp, aux, frag, akm, bn, ring),
+                    sm90_description(b, kmajor, pp, aux, frag, akm, bn, ring))
         note = f"fallback to the mma.sync kernel: {why}"
     a_layout = _tc_layout(b.a_strides[2], b.a_strides[1])
     b_layout = _tc_layout(b.b_strides[1], b.b_strides[2])
@@ -267,9 +271,26 @@ def sm90_fragment(b, program, in_ptrs, out_ptrs, pingpong, deterministic, measur
     return lay.fits and lay.stages >= 3
 
 
-def sm90_description(b, kmajor, pingpong, aux_async=False, frag=False, a_kmajor=True, bn=BN_DEFAULT):
+def sm90_aux_ring(program, deterministic):
+    """The cooperative fragment epilogue's (M, N) inputs go through the mainloop ring (the
+    producer TMA-loads a tile's panels into the positions after its k-blocks, the cupy
+    backend's aux_ring) when every one is 16-bit (64 x 64 swizzled panels; an fp32 input keeps
+    its cp.async copy) and the ring, with no input buffers beside it, holds three slots or more
+    plus the tile's aux stages (sm90.ring_holds_aux). Measured on the cupy kernel (H200,
+    bench/RESULTS.md, 2026-12-02): BERT's LayerNorm backward, two (M, N) inputs, 286 -> 230 us;
+    the 32-64 KB the copies took become one or two more ring slots. The call's strides and
+    alignment are sm90_fragment's checks (_inputs_copyable: TMA's own rules)."""
+    ks = tile_inputs(program) if program is not None else []
+    if not ks or any(program.inputs[k].dtype not in ("float16", "bfloat16") for k in ks):
+        return False
+    lay = epilogue_fragment.FragLayout(program, BN_DEFAULT, deterministic, False, aux_ring=True)
+    return lay.fits and lay.stages >= 3
+
+
+def sm90_description(b, kmajor, pingpong, aux_async=False, frag=False, a_kmajor=True, bn=BN_DEFAULT, aux_ring=False):
     tiles = b.L * tile_count(b.M, sm90.BM) * tile_count(b.N, bn)
     return (f"sm_90a warp-specialised kernel: {b.dtype}, tile {sm90.BM}x{bn}x{sm90.BK}, "
             f"{'ping-pong' if pingpong else 'cooperative'} schedule, A {'K' if a_kmajor else 'M'}-major, B {'K' if kmajor else 'N'}-major, "
             f"{'epilogue on the fragments with TMA-stored outputs' if frag else 'staged epilogue'}, "
-            f"{'(M, N) inputs staged by cp.async, ' if aux_async else ''}{tiles} tiles over a persistent grid")
+            f"{'(M, N) inputs staged by cp.async, ' if aux_async else ''}"
+            f"{'(M, N) inputs TMA-loaded through the ring, ' if aux_ring else ''}{tiles} tiles over a persistent grid")

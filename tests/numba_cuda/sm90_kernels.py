@@ -31,6 +31,20 @@ def _bias_relu(accum, bias):
     return D
 
 
+def _layernorm_stats(accum, bias, r):
+    y = accum + bias + r
+    y_sum = ops.sum(y, over="N")
+    y_sqsum = ops.sum(y * y, over="N")
+    return y, y_sum, y_sqsum
+
+
+def _layernorm_backward(accum, g, x):
+    dx = accum * g + x
+    s1 = ops.sum(dx * g, over="M")
+    s2 = ops.sum(g, over="M")
+    return dx, s1, s2
+
+
 def _trace(fn, extra, out_dtype, outputs=("D",)):
     ex = {"accum": np.empty((64, 64), np.float32), **extra, **{o: np.empty((64, 64), out_dtype) for o in outputs}}
     return evt_core.trace(fn, ex).program
@@ -40,8 +54,16 @@ def programs():
     """name -> (program, ab dtype, B K-major, A batched, B batched, deterministic, ping-pong,
     (M, N) inputs staged by cp.async, fragment epilogue with TMA-stored outputs[, A K-major: True
     when left out[, fast_math="auto"'s MUFU spellings: False when left out[, tile width BN: 128
-    when left out]]])."""
+    when left out[, (M, N) inputs TMA-loaded through the ring: False when left out]]]])."""
     brs = case("bias_relu_stats", 2, 13, 11, 9)[0].program
+    ln_stats = evt_core.trace(_layernorm_stats, {"accum": np.empty((64, 64), np.float32), "bias": np.empty((64,), np.float16),
+                                                 "r": np.empty((64, 64), np.float16), "y": np.empty((64, 64), np.float16),
+                                                 **{k: np.empty((64,), np.float32) for k in ("y_sum", "y_sqsum")}}).program
+    ln_back = evt_core.trace(_layernorm_backward, {"accum": np.empty((2, 64, 64), np.float32),
+                                                   "g": np.empty((2, 64, 64), np.float16),
+                                                   "x": np.empty((2, 64, 64), np.float16),
+                                                   "dx": np.empty((2, 64, 64), np.float16),
+                                                   **{k: np.empty((2, 64), np.float32) for k in ("s1", "s2")}}).program
     return {
         "bare": (_trace(_bare, {}, np.float16), "float16", False, False, False, False, False, False, False),
         "bias_gelu": (_trace(_bias_gelu, {"bias": np.empty((64,), np.float32)}, np.float16),
@@ -87,6 +109,13 @@ def programs():
         # a column vector, two values per thread and tile; a K-major B read as one 256-row box
         "wide_bias_gelu": (_trace(_bias_gelu, {"bias": np.empty((64,), np.float32)}, np.float16),
                            "float16", True, False, True, False, False, False, True, True, True, 256),
+        # (M, N) inputs TMA-loaded through the ring (select.sm90_aux_ring): W4's residual beside a
+        # column vector and two row sums; BERT's LayerNorm backward, two batched inputs (3-D
+        # maps), two aux stages per tile, column sums
+        "frag_ring_layernorm_stats": (ln_stats, "float16", False, False, False, False, False, False, True, True,
+                                      False, 128, True),
+        "frag_ring_two_inputs_batched": (ln_back, "float16", True, True, True, False, False, False, True, True,
+                                         False, 128, True),
     }
 
 
@@ -96,10 +125,10 @@ def build(name):
         from evt_backends.numba_cuda.codegen.mainloop_sm90 import module_prelude, sm90_params, sm90_source
         from evt_backends.gpu.fastmath import fast_ops
         p, ab, kmajor, a_batched, b_batched, det, pingpong, aux, frag, *rest = programs()[name]
-        a_kmajor, fast, bn = (list(rest) + [True, False, 128][len(rest):])[:3]
+        a_kmajor, fast, bn, ring = (list(rest) + [True, False, 128, False][len(rest):])[:4]
         src = module_prelude(ab, kmajor, a_kmajor, bn) + "\n" + sm90_source(
             p, ab, kmajor, a_batched, b_batched, det, pingpong, aux, frag, fast=fast_ops(p) if fast else (),
-            a_kmajor=a_kmajor, bn=bn)
+            a_kmajor=a_kmajor, bn=bn, aux_ring=ring)
         key = nb.cache_key("sm90_kernels", name, p.key(), src)
-        _built[name] = nb.build(key, src, "evt_kernel", sm90_params(p, frag), sm90a=True)
+        _built[name] = nb.build(key, src, "evt_kernel", sm90_params(p, frag, ring), sm90a=True)
     return _built[name]

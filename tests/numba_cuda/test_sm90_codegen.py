@@ -14,7 +14,8 @@ from evt_backends.gpu import sm90  # noqa: E402
 KERNELS = ("bare", "bias_gelu", "reductions_aux_two_outputs", "means_batched", "pingpong_bias_gelu",
            "pingpong_reductions", "staged_dgelu", "frag_pingpong_bias_relu", "frag_stats_det",
            "mmajor_a_bias_gelu", "frag_pingpong_mmajor_a", "frag_bce_uturn", "frag_ffn_gelu_fast",
-           "wide_bare", "wide_mmajor_a_bare", "wide_bias_gelu")
+           "wide_bare", "wide_mmajor_a_bare", "wide_bias_gelu", "frag_ring_layernorm_stats",
+           "frag_ring_two_inputs_batched")
 
 
 # Known spills, kept from growing (none now: the ping-pong fragment epilogue's column vector,
@@ -52,6 +53,8 @@ def test_sass_is_warp_specialised_wgmma_with_tma(sass, name):
     assert ops["UTMALDG"] >= 2, ops                   # A and B by TMA
     if name.startswith("staged") or name in ("frag_stats_det", "frag_bce_uturn"):
         assert ops["LDGSTS"] >= 1, ops                # the (M, N) input by cp.async
+    if "ring" in name:
+        assert ops["LDGSTS"] == 0 and ops["UTMALDG"] >= 3, ops   # the (M, N) inputs by TMA, into the ring
     if name.startswith("frag"):
         assert ops["UTMASTG"] >= 2, ops               # the fragment epilogue's outputs by TMA stores
     assert ops["USETMAXREG"] == 2, ops                # producer dec + consumer inc survived the build

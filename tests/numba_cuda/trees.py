@@ -58,6 +58,15 @@ def stats(accum, bias, r, rowscale):
     return y, y_rowsum, y_colmax, y_min
 
 
+def ln_backward(accum, g, x):
+    """The shape of BERT's LayerNorm backward: two (M, N) inputs (two aux stages per tile when they
+    go through the sm_90a kernel's ring) and two column sums."""
+    dx = accum * g + x
+    dgamma = ops.sum(dx * g, over="M")
+    dbeta = ops.sum(g, over="M")
+    return dx, dgamma, dbeta
+
+
 def _ints(rng, shape, dt):
     return rng.integers(-2, 3, shape).astype(np.float32).astype(DTYPES[dt])
 
@@ -106,6 +115,11 @@ def case(name, L, M, N, K, ab="float16", out="float16", col_major_aux=False, see
               "y_rowsum": np.empty(lead + (M,), np.float32), "y_colmax": np.empty(lead + (N,), np.float32),
               "y_min": np.empty(lead if L else (), np.float32)}
         fn = stats
+    elif name == "ln_backward":
+        inputs = {"g": _ints(rng, lead + (M, N), out), "x": _ints(rng, lead + (M, N), out)}
+        ex = {"accum": acc, **inputs, "dx": np.empty(lead + (M, N), DTYPES[out]),
+              "dgamma": np.empty(lead + (N,), np.float32), "dbeta": np.empty(lead + (N,), np.float32)}
+        fn = ln_backward
     elif name == "means":
         assert L, "means reduces over L"
         inputs = {"aux": _ints(rng, (1, M, N), "float32")}

@@ -2,6 +2,7 @@
 (M, N) aux inputs issued by the producer (aux_tma), broadcast vectors staged once per tile in
 shared memory, and TMA stores of the staged 16-bit outputs. Each function returns CUDA source
 for one place in the kernel; sm90.generate and generate_pingpong splice them in."""
+from ...gpu import sm90
 from .epilogue import _offset
 from .plan import VEC_ROW, tile_vectors, tma_outputs
 from .prelude import STORAGE
@@ -23,15 +24,10 @@ def ring_stage_bytes(cfg):
 
 
 def aux_ring_geometry(spec, cfg):
-    """aux_tma through the ring (Spec.aux_ring): (groups per tile, groups per ring stage, ring
-    stages per tile). A group is one 64-row m-half h and 64-column panel c of every aux input:
-    len(aux_tma) consecutive 8 KB panels in one stage, group g = h * P + c. Stages per tile is
-    None when one stage cannot hold a group."""
-    x = len(spec.aux_tma)
-    mh = cfg.bm // 64 if cfg.pingpong else 2
-    groups = mh * (cfg.bn // 64)
-    per_stage = ring_stage_bytes(cfg) // (8192 * x)
-    return groups, per_stage, (-(-groups // per_stage) if per_stage else None)
+    """aux_tma through the ring (Spec.aux_ring): backends/gpu/sm90.aux_ring_geometry for this
+    tile (a ping-pong warpgroup's bm rows, or the cooperative CTA's 128)."""
+    rows = cfg.bm if cfg.pingpong else 128
+    return sm90.aux_ring_geometry(len(spec.aux_tma), rows, cfg.bn, ring_stage_bytes(cfg))
 
 
 def aux_stages(spec, cfg):
@@ -42,10 +38,7 @@ def aux_stages(spec, cfg):
 
 
 def ring_holds_aux(spec, cfg):
-    """A tile's aux stages stay held through its epilogue; the ring needs at least one more
-    stage so the next tile's mainloop can stream meanwhile (and a group must fit a stage)."""
-    a = aux_stages(spec, cfg)
-    return a is not None and a <= cfg.stages - 1
+    return sm90.ring_holds_aux(aux_stages(spec, cfg), cfg.stages)
 
 
 def aux_ring_address(spec, cfg, group):

@@ -34,6 +34,7 @@ PANEL_BYTES = sm90.PANEL_BYTES      # 64 x 64 16-bit elements, 8 KB
 _PAIR_STORERS = {"float16": "sts_pair_f16", "bfloat16": "sts_pair_bf16"}
 _SMEM_LOADERS = {t: _STAGED_LOADERS[t] for t in ("float16", "bfloat16")}   # 16-bit: one element per read
 _PAIR_READ = "float32"      # a staged fp32 input is read a column pair at a time (lds_f32x2)
+_RING_PAIR_LOADERS = {"float16": "lds_pair_f16", "bfloat16": "lds_pair_bf16"}   # aux_ring: a packed pair
 
 
 def refusal(program):
@@ -62,20 +63,28 @@ class FragLayout:
     per warpgroup, then per warpgroup its reduction scratch, then the mbarriers. The ring is
     the deepest of STAGES..2 that fits (bn = 256: 48 KB a slot, so three beside one output)."""
 
-    def __init__(self, program, bn, deterministic, pingpong, stages=None):
+    def __init__(self, program, bn, deterministic, pingpong, stages=None, aux_ring=False):
         assert bn % sm90.PANEL == 0 and bn <= 4 * sm90.PANEL, "64-column panels, at most m64n256"
         # an (M, N) input's staged rows are AUX_PITCH = 128 + 8 wide (select pairs none with 256)
         assert bn == 2 * sm90.PANEL or not tile_inputs(program), "(M, N) inputs need BN = 128"
+        aux_ring = bool(aux_ring and tile_inputs(program))
+        assert not (aux_ring and pingpong), "the ring's aux groups are read by both cooperative warpgroups"
         if stages is None:
-            stages = deepest_ring(lambda n: FragLayout(program, bn, deterministic, pingpong, n))
-        self.stages, self.bn, self.pingpong = stages, bn, pingpong
+            stages = deepest_ring(lambda n: FragLayout(program, bn, deterministic, pingpong, n, aux_ring))
+        self.stages, self.bn, self.pingpong, self.aux_ring = stages, bn, pingpong, aux_ring
         self.panels = bn // sm90.PANEL
         self.ring = stages * sm90.stage_bytes(bn)
+        # aux_ring: the (M, N) inputs are TMA-loaded into the ring positions after each tile's
+        # k-blocks (mainloop_sm90._aux_ring_loads), `aux_stages` of them, so they need no buffer
+        self.ring_inputs = tile_inputs(program) if aux_ring else []
+        self.aux_groups, self.aux_per_stage, self.aux_stages = (
+            sm90.aux_ring_geometry(len(self.ring_inputs), sm90.BM, bn, sm90.stage_bytes(bn)) if aux_ring
+            else (0, 0, 0))
         self.out_bytes = sm90.BM * bn * 2
         self.outs = [self.ring + k * self.out_bytes for k in range(len(program.outputs))]
         end = self.ring + len(program.outputs) * self.out_bytes
-        self.aux = {}           # input index -> (offset of warpgroup 0's buffer, bytes per warpgroup)
-        for k in ([] if pingpong else tile_inputs(program)):
+        self.aux = {}           # cp.async: input index -> (offset of warpgroup 0's buffer, bytes per warpgroup)
+        for k in ([] if pingpong or aux_ring else tile_inputs(program)):
             size = sm90.WG_ROWS * AUX_PITCH * DTYPES[program.inputs[k].dtype].itemsize
             self.aux[k] = (end, size)
             end += 2 * size
@@ -85,12 +94,16 @@ class FragLayout:
         for k in column_vectors(program):
             self.vecs[k] = end
             end += 2 * self.vec_bytes
-        self.scratch_bytes = 4 * 4 * bn   # a column partial per warp and column (or a word per warp)
+        # a column partial per warp and column (or a word per warp); none without a column or
+        # whole-tile reduction: its 4-8 KB are one more ring slot for a plain epilogue
+        needs = any(reduction_kind(r) in ("col", "all") for r in program.reductions)
+        self.scratch_bytes = 4 * 4 * bn if needs else 0
         self.scratch = end
         self.bars = (end + 2 * self.scratch_bytes + 7) // 8 * 8
         self.used = self.bars + 16 * stages
         self.total = self.used + sm90.SWIZZLE_ALIGN
-        self.fits = self.total <= sm90.MAX_DYNAMIC_SHARED and stages >= 2
+        self.fits = (self.total <= sm90.MAX_DYNAMIC_SHARED and stages >= 2
+                     and (not aux_ring or sm90.ring_holds_aux(self.aux_stages, stages)))
 
     def aux_row_bytes(self, k, program):
         return AUX_PITCH * DTYPES[program.inputs[k].dtype].itemsize
@@ -224,7 +237,9 @@ class _Writer:
         self.const = [k for k, s in enumerate(sp) if not s[1] and not s[2]]  # one value per tile
         self.staged = tile_inputs(program)
         assert not (self.staged and lay.pingpong), "staged inputs are per cooperative warpgroup"
-        assert set(self.staged) == set(lay.aux), "every (M, N) input staged"
+        self.ring = list(lay.ring_inputs)      # read from their TMA-loaded panels in the ring
+        self.copied = list(lay.aux)            # read from their cp.async-copied padded rows
+        assert set(self.staged) == set(self.ring) | set(self.copied), "every (M, N) input staged"
 
     def lines(self):
         """Column group by column group (j): one call of the group function (group_function) per
@@ -267,8 +282,9 @@ class _Writer:
         rh = "" if pp else f" + wg * {lay.panels * PANEL_BYTES}"
         out += [f"obase{k} = sbase + {off}{rh} + (16 * w + fg) * 128 + 4 * fq    # {t.name}"
                 for k, (off, t) in enumerate(zip(lay.outs, self.p.outputs))]
-        if self.staged:
+        if self.copied:
             out.append(f"arow = (16 * w + fg) * {AUX_PITCH} + 2 * fq")
+        out += self._ring_panels()
         if self._need_n():
             out.append("nlim = N - n0 - 2 * fq    # this thread's columns 8 j + e are in range while 8 j + e < nlim")
         out += [f"vrow{k} = sbase + {off} + wg * {lay.vec_bytes} + 8 * fq    # {self.p.inputs[k].name}: "
@@ -316,7 +332,8 @@ class _Writer:
         pp += [(f"vrow{k}", None) for k in self.bcast]
         pp += [(f"vc{k}", None) for k in self.const]
         pp += [(f"vr{k}_{h}{r}", None) for k in self.rowvec for h, r in self.rows]
-        pp += [(f"abuf{k}", None) for k in self.staged] + ([("arow", None)] if self.staged else [])
+        pp += [(f"abuf{k}", None) for k in self.copied] + ([("arow", None)] if self.copied else [])
+        pp += [(f"apan{k}", lambda j, k=k: f"apan{k}_{j // 8}") for k in self.ring]
         pp += [(f"sc{k}", None) for k in range(len(self.p.scalars))]
         pp += [(f"obase{k}", None) for k in range(len(self.p.outputs))]
         pp += [(x, lambda j, i=i: self._group_partials(f"_{j}")[i]) for i, x in enumerate(self._group_partials("_"))]
@@ -345,7 +362,11 @@ class _Writer:
             out += ["okn_0 = c < nlim", "okn_1 = c + 1 < nlim"]
         out += [f"vb{k}_0, vb{k}_1 = lds_f32x2(vrow{k} + 4 * c)    # {self.p.inputs[k].name}" for k in self.bcast]
         out += [f"xs{k}_{h}{r}_0, xs{k}_{h}{r}_1 = lds_f32x2(abuf{k} + 4 * (arow + {8 * r * AUX_PITCH} + c))"
-                f"    # {self.p.inputs[k].name}" for k in self._pair_read() for h, r in self.rows]
+                f"    # {self.p.inputs[k].name}" for k in self._pair_read() if k in self.copied for h, r in self.rows]
+        if self.ring:
+            out.append("xa = (fg ^ (j & 7)) * 16    # the group's 16-byte chunk of a swizzled panel row")
+        out += [f"xs{k}_{h}{r}_0, xs{k}_{h}{r}_1 = {_RING_PAIR_LOADERS[self.p.inputs[k].dtype]}(apan{k} + {1024 * r} + xa)"
+                f"    # {self.p.inputs[k].name}" for k in self.ring for h, r in self.rows]
         pp = self.lay.pingpong
         for h, r in self.rows:
             const = (h * self.lay.panels * PANEL_BYTES if pp else 0) + r * 1024
@@ -379,7 +400,28 @@ class _Writer:
         """Staged fp32 inputs: a row's column pair read by one 64-bit load. With rows AUX_PITCH
         words apart (8 banks further per row), the 16 lanes of a half-warp, rows fg = 0..3 x
         pairs fq = 0..3, cover the 32 banks once: conflict-free."""
-        return [k for k in self.staged if self.p.inputs[k].dtype == _PAIR_READ]
+        return [k for k in self.staged if self.p.inputs[k].dtype == _PAIR_READ or k in self.ring]
+
+    def _ring_panels(self):
+        """aux_ring: the shared address of this thread's row pair, column pair 2 fq of chunk 0 in
+        each of its warpgroup's panels (one per 64 columns c) of every ring input: group g =
+        wg * panels + c sits in the tile's aux stage g // per_stage (from ring slot s_aux, set
+        where the consumer waited for them, mainloop_sm90._aux_ring_wait), input x's panel 8 KB
+        x further. A fragment row's y % 8 is fg, so chunk j of its swizzled row is at j ^ fg."""
+        lay, out = self.lay, []
+        if not self.ring:
+            return out
+        x_count = len(self.ring)
+        for c in range(lay.panels):
+            out += [f"ag = wg * {lay.panels} + {c}",
+                    f"aq = ag // {lay.aux_per_stage}",
+                    f"asl = s_aux + aq",
+                    f"if asl >= {lay.stages}:",
+                    f"    asl = asl - {lay.stages}"]
+            out += [f"apan{k}_{c} = sbase + asl * {sm90.stage_bytes(lay.bn)} + (ag - aq * {lay.aux_per_stage}) * "
+                    f"{x_count * PANEL_BYTES} + {x * PANEL_BYTES} + (16 * w + fg) * 128 + 4 * fq    # {self.p.inputs[k].name}"
+                    for x, k in enumerate(self.ring)]
+        return out
 
     def _group(self, j):
         """The call of the group function for column group j."""

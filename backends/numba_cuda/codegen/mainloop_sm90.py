@@ -20,29 +20,32 @@ the mma.sync kernel works unchanged.
 """
 from ...gpu import sm90
 from . import epilogue_fragment
-from .epilogue_sm90 import SmemLayout, aux_copy_lines, epilogue_lines
+from .epilogue_sm90 import SmemLayout, aux_copy_lines, epilogue_lines, tile_inputs
 from .abi import Param, arg_list, main_params
 
 # columns per CTA tile (BN) a variant may take: m64n128k16 (64 fp32 accumulators per thread), the
 # default, or m64n256k16 (128 accumulators; select.sm90_tile_n says where)
 BN_DEFAULT, BN_WIDE = 128, 256
 TILE_WIDTHS = (BN_DEFAULT, BN_WIDE)
-STAGES = 4                        # ring depth; fewer where the epilogue's buffers need the room (SmemLayout)
+STAGES = 6                        # deepest ring (cupy's autotuner measured 5-6 slots best at 128 x 128);
+                                  # fewer where the epilogue's buffers need the room (deepest_ring)
 WAIT_FULL, WAIT_EMPTY = 1, 2      # watchdog codes: which wait timed out
 
 
-def sm90_params(program, frag=False):
+def sm90_params(program, frag=False, aux_ring=False):
     """main_params, then what only this kernel takes: the tensor maps (global-memory addresses)
-    of A, B and (fragment epilogue) every output, the watchdog word, and the tile counts."""
+    of A, B, (fragment epilogue) every output and (aux_ring) every (M, N) input, the watchdog
+    word, and the tile counts."""
     outs = [Param(f"tmO{k}", "ptr") for k in range(len(program.outputs))] if frag else []
-    return main_params(program) + [Param("tmA", "ptr"), Param("tmB", "ptr"), *outs, Param("werr", "ptr"),
+    auxs = [Param(f"tmX{x}", "ptr") for x in range(len(tile_inputs(program)))] if aux_ring else []
+    return main_params(program) + [Param("tmA", "ptr"), Param("tmB", "ptr"), *outs, *auxs, Param("werr", "ptr"),
                                    Param("tiles_m", "int"), Param("tiles_n", "int")]
 
 
-def smem_layout(program, deterministic, pingpong, aux_async, frag, bn=BN_DEFAULT):
+def smem_layout(program, deterministic, pingpong, aux_async, frag, bn=BN_DEFAULT, aux_ring=False):
     """The shared-memory layout of a variant: the fragment epilogue's or the staged one's."""
     if frag:
-        return epilogue_fragment.FragLayout(program, bn, deterministic, pingpong)
+        return epilogue_fragment.FragLayout(program, bn, deterministic, pingpong, aux_ring=aux_ring)
     return SmemLayout(program, bn, deterministic, pingpong, aux_async)
 
 
@@ -58,7 +61,7 @@ def module_prelude(ab_dtype, b_kmajor, a_kmajor=True, bn=BN_DEFAULT):
 
 
 def sm90_source(program, ab_dtype, b_kmajor, a_batched, b_batched, deterministic, pingpong=False,
-                aux_async=False, frag=False, fast=(), a_kmajor=True, bn=BN_DEFAULT):
+                aux_async=False, frag=False, fast=(), a_kmajor=True, bn=BN_DEFAULT, aux_ring=False):
     """aux_async: the epilogue's (M, N) inputs are copied into shared memory by cp.async while
     the tile's mainloop runs (epilogue_sm90.aux_copy_lines), instead of loaded per row.
     frag: the tree is evaluated on the fragments and the outputs TMA-stored (epilogue_fragment;
@@ -66,9 +69,12 @@ def sm90_source(program, ab_dtype, b_kmajor, a_batched, b_batched, deterministic
     spells with MUFU approximations (backends/gpu/fastmath.fast_ops); a_kmajor: False for an
     M-contiguous A (backends/gpu/sm90.a_kmajor); bn: the tile width, one of TILE_WIDTHS (256:
     cooperative with the fragment epilogue only: ping-pong would hold 256 accumulators per
-    thread, and the staged epilogue's fp32 staging leaves no room for a ring)."""
+    thread, and the staged epilogue's fp32 staging leaves no room for a ring); aux_ring: the
+    (M, N) inputs are TMA-loaded by the producer into the ring positions after each tile's
+    k-blocks (cooperative fragment epilogue; _aux_ring_loads, _aux_ring_wait, _aux_ring_release)."""
     assert bn in TILE_WIDTHS and (bn == BN_DEFAULT or (frag and not pingpong)), (bn, frag, pingpong)
-    lay = smem_layout(program, deterministic, pingpong, aux_async, frag, bn)
+    assert not aux_ring or (frag and not pingpong), "aux_ring: the cooperative fragment epilogue"
+    lay = smem_layout(program, deterministic, pingpong, aux_async, frag, bn, aux_ring)
     stages = lay.stages
     body = [
         "smem = cuda.shared.array(0, uint8)",
@@ -88,7 +94,8 @@ def sm90_source(program, ab_dtype, b_kmajor, a_batched, b_batched, deterministic
         "cuda.syncthreads()",
         "if wgid == 0:",
     ]
-    body += ["    " + s for s in _producer((a_kmajor, b_kmajor), a_batched, b_batched, stages, bn)]
+    body += ["    " + s for s in _producer((a_kmajor, b_kmajor), a_batched, b_batched, stages, bn,
+                                         _aux_ring_loads(program, lay))]
     body.append("else:")
     consumer = _consumer_pingpong if pingpong else _consumer
     epilogue = (epilogue_fragment.fragment_lines if frag else epilogue_lines)
@@ -99,7 +106,7 @@ def sm90_source(program, ab_dtype, b_kmajor, a_batched, b_batched, deterministic
             epilogue_fragment.consumer_epilogue()
     body += ["    " + s for s in tail]
     head = epilogue_fragment.device_functions(program, lay, fast) + "\n\n" if frag else ""
-    src = head + f"def evt_kernel({arg_list(sm90_params(program, frag))}):\n" + "\n".join("    " + s if s else "" for s in body)
+    src = head + f"def evt_kernel({arg_list(sm90_params(program, frag, lay.aux_ring if frag else False))}):\n" + "\n".join("    " + s if s else "" for s in body)
     return src + "\n"
 
 
@@ -119,7 +126,8 @@ def _tile_coords(ind, bn):
             f"{ind}n0 = nt * {bn}"]
 
 
-def _producer(layouts, a_batched, b_batched, stages, bn):
+def _producer(layouts, a_batched, b_batched, stages, bn, aux_loads=()):
+    """aux_loads: (map names, lines after a tile's k-blocks) from _aux_ring_loads."""
     a_kmajor, b_kmajor = layouts
     stage = sm90.stage_bytes(bn)
     a_bytes = sm90.a_stage_bytes()
@@ -142,6 +150,7 @@ def _producer(layouts, a_batched, b_batched, stages, bn):
            "if tid == 0:",
            "    tensormap_acquire(tmA)",
            "    tensormap_acquire(tmB)",
+           *[f"    tensormap_acquire({tm})" for tm in (aux_loads[0] if aux_loads else [])],
            "    s = 0",
            "    ph = 0",
            "    tile = cuda.blockIdx.x",
@@ -158,8 +167,68 @@ def _producer(layouts, a_batched, b_batched, stages, bn):
     out += ["            s = s + 1",
             f"            if s == {stages}:",
             "                s = 0",
-            "                ph = ph ^ 1",
-            "        tile = tile + cuda.gridDim.x"]
+            "                ph = ph ^ 1"]
+    out += ["        " + x for x in (aux_loads[1] if aux_loads else [])]
+    out += ["        tile = tile + cuda.gridDim.x"]
+    return out
+
+
+def _advance():
+    return ["s = s + 1", "if s == STAGES_:", "    s = 0", "    ph = ph ^ 1"]
+
+
+def _aux_ring_loads(program, lay):
+    """aux_ring, producer thread, after a tile's last k-block: (the input maps to acquire, the
+    lines). The tile's aux groups (backends/gpu/sm90.aux_ring_geometry) go into the next ring
+    positions like k-blocks: wait until the slot is released, expect its full boxes' bytes,
+    TMA-load each group's 64 x 64 panel of every input (zero-filled past M and N). So the
+    inputs need no buffer of their own and land as the consumers finish the mainloop."""
+    if not getattr(lay, "aux_ring", False):
+        return None
+    ks, stage = lay.ring_inputs, sm90.stage_bytes(lay.bn)
+    out = ["# aux_ring: this tile's (M, N) inputs, as the ring positions after its k-blocks"]
+    for a in range(lay.aux_stages):
+        gs = range(a * lay.aux_per_stage, min(lay.aux_groups, (a + 1) * lay.aux_per_stage))
+        out += [f"mbar_wait(bars + 8 * ({lay.stages} + s), ph ^ 1, werr, {WAIT_EMPTY})",
+                "fb = bars + 8 * s",
+                f"mbar_expect_tx(fb, {len(gs) * len(ks) * sm90.PANEL_BYTES})",
+                f"sa = sbase + s * {stage}"]
+        for i, g in enumerate(gs):
+            h, c = divmod(g, lay.panels)
+            for x, k in enumerate(ks):
+                dst = f"sa + {(i * len(ks) + x) * sm90.PANEL_BYTES}"
+                x0, y0 = f"n0 + {sm90.PANEL * c}", f"m0 + {sm90.PANEL * h}"
+                batched = program.batched and program.spans(program.inputs[k])[0]
+                out.append(f"tma_load_3d({dst}, tmX{x}, {x0}, {y0}, l, fb)" if batched else
+                           f"tma_load_2d({dst}, tmX{x}, {x0}, {y0}, fb)")
+        out += [x.replace("STAGES_", str(lay.stages)) for x in _advance()]
+    return [f"tmX{x}" for x in range(len(ks))], out
+
+
+def _aux_ring_wait(lay):
+    """aux_ring, consumer, after the k-loop (s, ph: the tile's first aux position): wait for
+    each aux stage in ring order, remembering the first slot (s_aux, which the epilogue's panel
+    addresses start from), and step s, ph past them. Cooperative warpgroups wait on every ring
+    position in order, so no wait can pass on a slot's older phase (mbarrier waits test parity
+    only: a wait on position q is sound once q - stages has completed)."""
+    if not getattr(lay, "aux_ring", False):
+        return []
+    out = ["s_aux = s    # aux_ring: the tile's aux stages start at slot s"]
+    for _ in range(lay.aux_stages):
+        out.append(f"mbar_wait(bars + 8 * s, ph, werr, {WAIT_FULL})")
+        out += [x.replace("STAGES_", str(lay.stages)) for x in _advance()]
+    return out
+
+
+def _aux_ring_release(lay):
+    """aux_ring, consumer, after the epilogue: its "every pair is staged" barrier ordered every
+    read of the aux panels before this, so thread 0 releases the tile's aux slots."""
+    if not getattr(lay, "aux_ring", False):
+        return []
+    out = ["if tid == 0:    # aux_ring: the warpgroup's reads of the tile's aux panels are done"]
+    for i in range(lay.aux_stages):
+        out += [f"    asl = s_aux + {i}", f"    if asl >= {lay.stages}:", f"        asl = asl - {lay.stages}",
+                f"    mbar_arrive(bars + 8 * ({lay.stages} + asl))"]
     return out
 
 
@@ -213,7 +282,9 @@ def _consumer(program, layouts, deterministic, lay, epilogue, tile_loads):
     out.append("    acc = ZERO_ACC")
     out += ["    " + x for x in tile_loads + aux_copy_lines(program, lay)]
     out += ["    " + x for x in _k_loop(layouts, [("acc", f"wg * {sm90.A_HALF_BYTES}")], lay.stages, lay.bn)]
+    out += ["    " + x for x in _aux_ring_wait(lay)]
     out += ["    " + x for x in epilogue(program, lay, ["acc"], deterministic)]
+    out += ["    " + x for x in _aux_ring_release(lay)]
     out.append("    tile = tile + cuda.gridDim.x")
     return out
 
@@ -224,10 +295,8 @@ def _consumer_pingpong(program, layouts, deterministic, lay, epilogue, tile_load
     (WG1's tile i, then WG2's tile i + 1, ...), so one warpgroup has the tensor cores while the
     other runs its epilogue. The producer streams every tile through one ring in tile order, so a
     consumer's tile `it` (its index among the CTA's tiles) starts at ring position
-    it * ktiles; slot and phase depend only on that position mod 2 * stages."""
+    it * ktiles; its slot and phase come from that position, once per tile (any ring depth)."""
     stages = lay.stages
-    ring = 2 * stages
-    assert ring & (ring - 1) == 0, "slot and phase from position bits need a power-of-two ring"
     out = ["# ---- consumer warpgroups: whole tiles in turn; mainloops ordered, epilogues overlapped ----",
            "setmaxnreg_consumer()",
            "wg = wgid - 1",
@@ -240,9 +309,10 @@ def _consumer_pingpong(program, layouts, deterministic, lay, epilogue, tile_load
             "    acc1 = ZERO_ACC",
             "    if it > 0:",
             "        named_bar_sync(3 + wg, 256)    # the other warpgroup's previous mainloop is done",
-            f"    pos = ((it & {ring - 1}) * (ktiles & {ring - 1})) & {ring - 1}   # ring position mod {ring}",
-            f"    s = pos & {stages - 1}",
-            f"    ph = pos // {stages}"]
+            "    pos = it * ktiles    # the tile's first ring position (u32: it, ktiles < 2^16 in practice)",
+            f"    lap = udiv32(pos, {stages})",
+            f"    s = pos - lap * {stages}",
+            "    ph = lap & 1"]
     out += ["    " + x for x in _k_loop(layouts, [("acc0", "0"), ("acc1", str(sm90.A_HALF_BYTES))], stages, lay.bn)]
     out += ["    if tile + cuda.gridDim.x < tiles:",
             "        named_bar_arrive(4 - wg, 256)    # the other warpgroup's next mainloop may start"]

@@ -37,8 +37,9 @@ class FastCall:
         """values: the main kernel's parameter values; names: the call's input names in call
         order; like: A (the device outputs go to); finish: (values, grid, block) of the
         reduction finish kernel, or None; maps: (position of the A map's address in values,
-        launch_sm90.ReplayMaps) for the sm_90a kernel, whose tensor maps embed the operands'
-        addresses, or None."""
+        launch_sm90.ReplayMaps, outputs with a TMA-store map, indices of the inputs with a
+        TMA-load map) for the sm_90a kernel, whose tensor maps embed the operands' addresses,
+        or None."""
         p = runner.p
         self.order, self.side = runner._order, side
         self.stream = streams.stream_getter(side)
@@ -56,9 +57,10 @@ class FastCall:
         self.changed = self.arg_pos + [out0 + 4 * k for k in range(self.n_out)]
         self.maps = None
         if maps is not None:
-            pos, self.maps = maps
-            self.n_stored = len(self.maps.geo)         # outputs with a TMA-store map: all or none
-            self.changed += range(pos, pos + 2 + self.n_stored)
+            pos, self.maps, self.n_stored, ring_ks = maps    # n_stored: all outputs or none
+            # the TMA-loaded (M, N) inputs' addresses: their places in run's `values`
+            self.ring_at = [2 + names.index(p.inputs[k].name) for k in ring_ks]
+            self.changed += range(pos, pos + 2 + len(self.maps.geo))
         self.finish = None
         if finish is not None:
             # finish kernel: L, M, N, then per reduction ws, pl, pm, pn, wm, wn, red ptr, 3 strides
@@ -88,11 +90,13 @@ class FastCall:
         outs = ptrs[:self.n_out]
         values += outs
         if self.maps is not None:
-            stored = tuple(outs[:self.n_stored])
+            stored = outs[:self.n_stored]
+            for i in self.ring_at:
+                stored.append(values[i])
             for q in stored:        # (a loop: a generator costs a frame per call)
                 if q & 15:
-                    return None     # a TMA-stored output needs a 16-byte aligned base: the full path decides
-            maps = self.maps.pointers(values[0], values[1], stored, stream, self.capturing(stream))
+                    return None     # a TMA-mapped output or input needs a 16-byte aligned base: the full path decides
+            maps = self.maps.pointers(values[0], values[1], tuple(stored), stream, self.capturing(stream))
             if maps is None:
                 return None
             values += maps

@@ -8,13 +8,15 @@ kernel still in flight never sees a map change under it.
 """
 import ctypes
 
+from evt_core.dtypes import DTYPES
+
 from evt_core.errors import EvtError
 
 from ...gpu import sm90, tensormap
 from . import driver
 from .map_slots import MapSlots
 from ..codegen.mainloop_sm90 import WAIT_EMPTY, WAIT_FULL, smem_layout
-from ..codegen.epilogue_sm90 import staged_rows
+from ..codegen.epilogue_sm90 import staged_rows, tile_inputs
 
 _MULTIPROCESSOR_COUNT = 16        # CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
 _HOSTALLOC_PORTABLE_DEVICEMAP = 0x03
@@ -60,8 +62,8 @@ def grid(b, pingpong, bn):
     return (ctas, 1, 1), (sm90.THREADS, 1, 1), (tn, tm * (sm90.BM // staged_rows(pingpong)), b.L)
 
 
-def shared_bytes(program, deterministic, pingpong, aux_async, frag, bn):
-    return smem_layout(program, deterministic, pingpong, aux_async, frag, bn).total
+def shared_bytes(program, deterministic, pingpong, aux_async, frag, bn, aux_ring=False):
+    return smem_layout(program, deterministic, pingpong, aux_async, frag, bn, aux_ring).total
 
 
 def extra_values(b, maps, bn):
@@ -77,9 +79,24 @@ def output_maps(b, program):
                  for op, t in zip(program.outputs, b.outputs))
 
 
+def ring_inputs(program, aux_ring):
+    """Indices of the (M, N) inputs an aux_ring kernel TMA-loads (its maps tmX0, tmX1, ...)."""
+    return tile_inputs(program) if aux_ring else []
+
+
+def input_maps(b, program):
+    """Per (M, N) input of an aux_ring kernel, the geometry of its TMA-load map: 64 x 64 panels,
+    3-D where the input spans L (mainloop_sm90._aux_ring_loads addresses it with l)."""
+    return tuple((op.dtype, *sm90.panel_map(b.L, b.M, b.N, b.inputs[k].strides,
+                                            program.batched and program.spans(op)[0],
+                                            DTYPES[op.dtype].itemsize))
+                 for k, op in ((k, program.inputs[k]) for k in tile_inputs(program)))
+
+
 def map_pointers(prob, a_ptr, b_ptr, kmajor, bn, stream, capturing, outs=()):
     """Device addresses of the maps of a call with tiles bn wide (A, B, then one per (pointer,
-    output_maps geometry) in `outs`), written on `stream` ahead of the kernel
+    geometry) in `outs`: the outputs' output_maps, then the aux_ring inputs' input_maps), written
+    on `stream` ahead of the kernel
     (runtime/map_slots.py: also inside a CUDA-graph capture); None when capturing and no slot
     is free. A dictionary hit for addresses seen before (the repeated-call path refills them
     per call, runtime/fastcall.py)."""
