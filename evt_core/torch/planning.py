@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..dtypes import DTYPES
 from ..errors import EvtError, UnsupportedError
 from ..partition import Plan, partition, run_pipeline
 from ..partition.aten import Unfusible
@@ -101,7 +102,7 @@ def _group_kernel(g, k, grp, needed, trust, kernels, options, sms=None, device="
                   fx=None) -> GroupKernel:
     gg = group_tree(g, grp, needed, rebatch)
     if sms:
-        why = split_k_reason(*_gemm_extents(g, gg), sms)
+        why = split_k_reason(*_gemm_extents(g, gg), sms) or unaligned_operand_reason(g, gg)
         if why:
             raise Unfusible(why)
     tree = gg.tree
@@ -172,6 +173,32 @@ def split_k_reason(m: int, n: int, k: int, batch: int, sms: int) -> str:
         return ""
     return (f"{m}×{n} (×{batch}) is {tiles} output tile(s) of {_TILE}×{_TILE} for {sms} SMs over K={k}: "
             "the evt kernels' split-K is slower than cuBLAS's here, so cuBLAS runs this GEMM")
+
+
+# The GPU backends' fast mainloops read A and B by TMA (sm_90) or 16-byte cp.async copies
+# (sm_80), both of which need every row of an operand to start on a 16-byte boundary. An operand
+# whose rows do not (a 30,522-word vocabulary's logits gradient: rows of 61,044 bytes) is either
+# copied first (cupy's M-major A: a transposing copy of the whole operand, 3.3 ms a step for the
+# language model's 1 GB logits gradient on the H200) or read by the per-element fallback (the
+# same model's dX GEMM: 12.1 ms against cuBLAS's 4.2; bench/RESULTS-train.md, 2026-12-02 run 75).
+# cuBLAS has kernels for every alignment and inductor pads such GEMMs, so the group runs as torch
+# ops and gives up only its epilogue fusion. Outputs are not in the rule: the same model's
+# forward GEMM, whose 30,522-column output rows only the stores see, ran at 0.59 × cuBLAS fused.
+_ROW_ALIGN = 16
+
+
+def unaligned_operand_reason(g, gg) -> str:
+    """Why a group's GEMM should not run as an evt kernel on a GPU because an operand's rows are
+    not 16-byte multiples, or ''. Invariant: decided by each operand's innermost extent (the
+    graph's values are dense), so a group whose A and B rows are 16-byte multiples stays fused."""
+    for which, (name, _) in (("A", gg.a), ("B", gg.b)):
+        node = g.nodes[name]
+        inner, item = node.shape[-1] if node.shape else 1, DTYPES[node.dtype].itemsize
+        if inner > 1 and (inner * item) % _ROW_ALIGN:
+            return (f"operand {which} ({name}) has rows of {inner} {node.dtype} elements ({inner * item} bytes), "
+                    f"not a multiple of {_ROW_ALIGN}: the evt kernels would copy it or load it element by element, "
+                    "so cuBLAS runs this GEMM (pad that dimension to a multiple of 8 to fuse it)")
+    return ""
 
 
 def _gemm_extents(g, gg) -> tuple[int, int, int, int]:

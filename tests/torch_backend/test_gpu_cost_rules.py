@@ -62,3 +62,21 @@ def test_cupy_reads_an_m_major_a_as_it_is_only_where_tma_can(monkeypatch, cc, m,
     assert ops._tma_reads_m_major(a, {"a_mn_major_tma": option}) is expected
     assert ops._tma_reads_m_major(a, {}) is (cc == (9, 0) and m % 8 == 0)
     assert ops._tma_reads_m_major(torch.zeros(m, 64, dtype=torch.float16), {"a_mn_major_tma": option})
+
+
+def test_an_operand_with_rows_off_16_bytes_is_refused_and_aligned_ones_stay_fused():
+    """The language model's 30,522-word head: its logits gradient (rows of 61,044 bytes) as a
+    K-major A (dX = dlogits @ W) and as an M-major A (dW = dlogits.T @ h) is refused, named;
+    its forward GEMM, whose operands are aligned (only the output's rows are not), stays."""
+    from types import SimpleNamespace as NS
+    from evt_core.torch.planning import unaligned_operand_reason
+    g = NS(nodes={"dlogits": NS(shape=(16384, 30522), dtype="float16"), "W": NS(shape=(30522, 1024), dtype="float16"),
+                  "h": NS(shape=(16384, 1024), dtype="float16"), "t32": NS(shape=(64, 36), dtype="float32"),
+                  "col": NS(shape=(64, 1), dtype="float16")})
+    why = unaligned_operand_reason(g, NS(a=("dlogits", None), b=("W", None)))
+    assert "operand A (dlogits)" in why and "30522" in why and "61044 bytes" in why and "cuBLAS" in why
+    assert "operand A (dlogits)" in unaligned_operand_reason(g, NS(a=("dlogits", (1, 0)), b=("h", None)))
+    assert unaligned_operand_reason(g, NS(a=("h", None), b=("W", (1, 0)))) == ""
+    assert unaligned_operand_reason(g, NS(a=("h", None), b=("t32", None))) == ""      # 144-byte fp32 rows
+    assert unaligned_operand_reason(g, NS(a=("h", None), b=("col", None))) == ""      # one column: no rows to align
+    assert "operand B (h)" not in unaligned_operand_reason(g, NS(a=("dlogits", None), b=("h", None)))

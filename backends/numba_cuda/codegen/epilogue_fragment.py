@@ -249,7 +249,10 @@ class _Writer:
         out = self._head() + self._partials() + self._loads()
         for j in range(self.lay.bn // 8):
             out += self._group(j)
-        out += self._combines() + self._stores()
+        # row combines (registers, shuffles, one global combine per row) after the stores are
+        # issued, so the TMA stores do not wait behind the shuffle chains; column and whole-tile
+        # combines meet in the scratch behind barriers, ahead of them as before
+        out += self._combines(rows=False) + self._stores() + self._combines(rows=True)
         return out
 
     def _head(self):
@@ -431,12 +434,14 @@ class _Writer:
         call = f"epi_group({', '.join(args)})"
         return [f"{', '.join(parts)}, = {call}" if parts else call]
 
-    def _combines(self):
-        """Row partials across the quad, column partials across the warp's quads and then the
-        four warps (scratch), whole-tile partials across everything: fixed orders throughout,
-        so deterministic mode is bit-identical run to run."""
+    def _combines(self, rows):
+        """rows=True: row partials across the quad; False: column partials across the warp's
+        quads and then the four warps (scratch), whole-tile partials across everything. Fixed
+        orders throughout, so deterministic mode is bit-identical run to run."""
         out, bar = [], "named_bar_sync(1 + wg, 128)"
         for k, (red, kind) in enumerate(zip(self.p.reductions, self.kinds)):
+            if (kind == "row") is not rows:
+                continue
             gc = lambda v, m, n, red=red, k=k: global_combine(red, self.det, k, v, m, n)  # noqa: E731
             if kind == "row":
                 for h, r in self.rows:
