@@ -172,27 +172,30 @@ class Runner:
         grid, block, partial_grid = self._launch_shape(b, variant)
         if self.p.reductions and not simulator():
             self._order.before(stream)
-        ws = self._workspaces(b, partial_grid, stream)
+        red_ptrs = [mirrors.ptr(t.array, True) for t in b.reductions]
+        ws_at = len(values)
+        ws = self._workspaces(b, partial_grid, stream, red_ptrs)
         values += [v for w in ws for v in (w["ptr"], w["wm"], w["wn"])]
         if maps is not None:
             values += launch_sm90.extra_values(b, ptrs, variant[9])
         self._launch(fns["main"], grid, block, values, stream)
         fv = fgrid = None
-        if self.p.reductions:
+        finishing = not all(w["direct"] for w in ws)     # (no reduction: nothing to finish)
+        if finishing:
             fv = [b.L, b.M, b.N]
-            for w, t in zip(ws, b.reductions):
-                fv += [w["ptr"], w["pl"], w["pm"], w["pn"], w["wm"], w["wn"], mirrors.ptr(t.array, True)]
+            for w, t, ptr in zip(ws, b.reductions, red_ptrs):
+                fv += [w["ptr"], w["pl"], w["pm"], w["pn"], w["wm"], w["wn"], ptr]
                 fv += list(t.strides)
             fgrid = (math.ceil(max(w["count"] for w in ws) / FINISH_THREADS), 1, 1)
             self._launch(fns["finish"], fgrid, (FINISH_THREADS, 1, 1), fv, stream)
-            if not simulator():
-                self._order.after(stream)
+        if self.p.reductions and not simulator():
+            self._order.after(stream)
         if sig is not None and side in ("torch", "cupy") and not _cupy_bf16_outputs(side, b):
             if len(self._fast) >= 64:
                 self._fast.clear()
-            finish = (fv, fgrid, (FINISH_THREADS, 1, 1)) if self.p.reductions else None
+            finish = (fv, fgrid, (FINISH_THREADS, 1, 1)) if finishing else None
             self._fast[sig[0]] = fastcall.FastCall(self, side, b, values, fns, grid, block, ws, list(inputs), A,
-                                                   finish, maps)
+                                                   finish, maps, ws_at)
         mirrors.download()
         return {k: arrays.result_object(v, side) for k, v in b.result.items()}
 
@@ -214,28 +217,36 @@ class Runner:
         grid = (math.ceil(b.N / t.BN), math.ceil(b.M / t.BM), b.L)
         return grid, (t.threads, 1, 1), grid
 
-    def _workspaces(self, b, grid, stream=0):
+    def _workspaces(self, b, grid, stream=0, red_ptrs=()):
         """fp32 workspace per reduction, shaped (WL, WM, WN): a kept axis at full extent, a reduced
-        axis at one slot (atomic) or one slot per CTA along it (deterministic)."""
-        out = []
-        for k, red in enumerate(self.p.reductions):
+        axis at one slot (atomic) or one slot per CTA along it (deterministic). A `direct`
+        reduction (direct_reduction) has none: the kernel's atomics go into its output
+        (red_ptrs[k]) itself, which starts from the identity, and no finish kernel reads it. All
+        reductions of a call are direct or none is (the finish kernel, replayed, reads the
+        workspaces of the call it was recorded with)."""
+        out, shapes = [], []
+        for red in self.p.reductions:
             o = red.over
             pl = b.L if ("L" in o and self.det) else 1
             pm = grid[1] if ("M" in o and self.det) else 1
             pn = grid[0] if ("N" in o and self.det) else 1
-            wl = b.L if "L" not in o else pl
-            wm = b.M if "M" not in o else pm
-            wn = b.N if "N" not in o else pn
+            shapes.append((pl, pm, pn, b.L if "L" not in o else pl, b.M if "M" not in o else pm,
+                           b.N if "N" not in o else pn))
+        direct = not simulator() and all(direct_reduction(red, self.det, sh[3:], t.strides)
+                                         for red, sh, t in zip(self.p.reductions, shapes, b.reductions))
+        for k, (red, (pl, pm, pn, wl, wm, wn)) in enumerate(zip(self.p.reductions, shapes)):
+            o = red.over
             n = wl * wm * wn
-            buf = self._buffer(k, n)
+            buf = None if direct else self._buffer(k, n)
+            ptr = red_ptrs[k] if direct else buf if simulator() else buf.ptr
             if not self.det:   # atomics combine into it: start from the identity
                 bits = _workspace_bits(red)
                 if simulator():
                     buf[:n] = np.array([bits], np.uint32).view(np.float32)[0]
                 else:
-                    driver.memset32(buf.ptr, bits, n, stream)
+                    driver.memset32(ptr, bits, n, stream)
             count = (1 if "L" in o else b.L) * (1 if "M" in o else b.M) * (1 if "N" in o else b.N)
-            out.append(dict(ptr=buf if simulator() else buf.ptr, pl=pl, pm=pm, pn=pn, wm=wm, wn=wn, count=count,
+            out.append(dict(ptr=ptr, pl=pl, pm=pm, pn=pn, wm=wm, wn=wn, count=count, direct=direct,
                             buf=buf, n=n, bits=None if self.det else _workspace_bits(red)))
         return out
 
@@ -251,6 +262,19 @@ class Runner:
             fn[grid, block](*values)
         else:
             fn.launch(grid, block, values, stream)
+
+
+def direct_reduction(red, det, extents, strides):
+    """Whether reduction `red`'s atomics can combine straight into its output instead of an fp32
+    workspace that a finish kernel then copies: atomic mode, SUM or AMAX (the finish kernel
+    would only copy them: no MEAN division, no AMIN negation), an fp32 output (the atomics' own
+    type), laid out as the dense (WL, WM, WN) workspace would be (element strides (WM WN, WN, 1)
+    over every axis of extent > 1), so the kernel's index is the output's. Saves the finish
+    launch (the cupy backend's direct reductions: one kernel per call fewer for W3 and W4)."""
+    if det or red.op not in (Op.SUM, Op.AMAX) or red.operand.dtype != "float32":
+        return False
+    wl, wm, wn = extents
+    return all(e <= 1 or s == want for e, s, want in zip(extents, strides, (wm * wn, wn, 1)))
 
 
 def _workspace_bits(red):

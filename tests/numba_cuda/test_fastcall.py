@@ -92,18 +92,36 @@ def recorded(monkeypatch):
     return launches
 
 
-def _kernel(M, N):
+def _kernel(M, N, mean=False):
+    """S: a column sum into fp32, which the kernel's atomics write directly (no finish kernel);
+    mean=True: a column mean, which the finish kernel divides."""
     def epi(accum, bias, alpha):
         y = ops.relu(alpha * accum + bias)
-        return {"D": y, "S": ops.sum(y, over="M")}
+        return {"D": y, "S": ops.mean(y, over="M") if mean else ops.sum(y, over="M")}
     ex = {"accum": np.empty((M, N), np.float32), "bias": np.zeros(N, np.float32), "alpha": 1.0,
           "D": np.empty((M, N), np.float16), "S": np.empty(N, np.float32)}
     return evt_core.compile(evt_core.trace(epi, ex), backend="numba_cuda")
 
 
-def test_fast_path_launches_what_the_checked_path_launches(recorded):
+def test_fast_path_launches_what_the_checked_path_launches_direct_reduction(recorded):
+    """A direct reduction: one launch per call, the column sum's output is the kernel's
+    workspace argument, rewritten per call like the other outputs."""
     M, N, K = 96, 64, 32
     kernel = _kernel(M, N)
+    A, B, bias = FakeCuda((M, K), torch.float16), FakeCuda((K, N), torch.float16), FakeCuda((N,), torch.float32)
+    first = kernel(A, B, bias=bias, alpha=0.5)
+    g1, main1 = recorded[-1]
+    second = kernel(A, B, bias=bias, alpha=0.25)
+    g2, main2 = recorded[-1]
+    assert len(recorded) == 2 and g1 == g2      # no finish kernel
+    scalar, out_ptr, red_ptr = main1.index(0.5), main1.index(first["D"].data_ptr()), main1.index(first["S"].data_ptr())
+    assert [i for i, (a, b) in enumerate(zip(main1, main2)) if a != b] == sorted([scalar, out_ptr, red_ptr])
+    assert main2[red_ptr] == second["S"].data_ptr() and main2[out_ptr] == second["D"].data_ptr()
+
+
+def test_fast_path_launches_what_the_checked_path_launches(recorded):
+    M, N, K = 96, 64, 32
+    kernel = _kernel(M, N, mean=True)
     A, B, bias = FakeCuda((M, K), torch.float16), FakeCuda((K, N), torch.float16), FakeCuda((N,), torch.float32)
     first = kernel(A, B, bias=bias, alpha=0.5)
     slow = recorded[-2:]
@@ -130,7 +148,7 @@ def test_other_signatures_take_the_checked_path(recorded):
     with pytest.raises(ShapeError, match="bias"):            # a wrong shape is still caught
         kernel(A, B, bias=FakeCuda((N + 1,), torch.float32), alpha=0.5)
     kernel(A, B, bias=bias, alpha=np.float32(0.25))          # a NumPy scalar: the checked path
-    assert 0.25 in recorded[-2][1]
+    assert 0.25 in recorded[-1][1]
     A2 = FakeCuda((M + 32, K), torch.float16)                 # a new problem size binds afresh
     out = kernel(A2, B, bias=bias, alpha=0.5)
     assert tuple(out["D"].shape) == (M + 32, N)
@@ -171,9 +189,9 @@ def test_sm90_fast_path_refills_the_tensor_maps(recorded, monkeypatch):
     kernel(A1, B, bias=bias, alpha=0.5)
     assert kernel.stages["sm90"].startswith("sm_90a warp-specialised kernel")
     assert "TMA-stored outputs" in kernel.stages["sm90"]      # D: one more map, for its stores
-    first, n1 = recorded[-2][1], len(encoded)
+    first, n1 = recorded[-1][1], len(encoded)      # (S is direct: no finish kernel)
     kernel(A2, B, bias=bias, alpha=0.5)          # the replay path, new A
-    second, n2 = recorded[-2][1], len(encoded)
+    second, n2 = recorded[-1][1], len(encoded)
     pos = len(first) - 6                          # A map, B map, D map, watchdog, tiles_m, tiles_n
     assert second[0] == A2.data_ptr() and second[pos] != first[pos] and second[pos + 1] != first[pos + 1]
     assert first[pos + 3:] == second[pos + 3:] == (0x77, 2, 1)
@@ -182,7 +200,7 @@ def test_sm90_fast_path_refills_the_tensor_maps(recorded, monkeypatch):
     assert encoded[n1:n2] == [A2.data_ptr(), B.data_ptr(), d2]
     # the same addresses again: the same maps, with no new encoding
     kernel(A2, B, bias=bias, alpha=0.5)
-    third, n3 = recorded[-2][1], len(encoded)
+    third, n3 = recorded[-1][1], len(encoded)
     assert n3 == n2 and third[pos:pos + 3] == second[pos:pos + 3]
     # inside a capture the slots are asked again (a captured call's slot becomes the graph's)
     asked = []
@@ -190,7 +208,7 @@ def test_sm90_fast_path_refills_the_tensor_maps(recorded, monkeypatch):
     monkeypatch.setattr(slots, "pointers", lambda key, *a, _p=slots.pointers: asked.append(a[2]) or _p(key, *a))
     monkeypatch.setattr(streams, "capturing", lambda stream: True)
     kernel(A2, B, bias=bias, alpha=0.5)
-    assert asked == [True] and recorded[-2][1][pos:pos + 3] == second[pos:pos + 3]
+    assert asked == [True] and recorded[-1][1][pos:pos + 3] == second[pos:pos + 3]
     monkeypatch.setattr(streams, "capturing", lambda stream: False)
     kernel(A2, B, bias=bias, alpha=0.5)          # eager again: the remembered answer
     assert asked == [True]
@@ -279,9 +297,9 @@ def test_the_hook_replays_before_normalisation_and_declines_bad_calls(recorded, 
     kernel(A, B, bias=bias, alpha=0.5)                      # the checked path records the signature
     assert (len(normalised), len(replays)) == (1, 0)
     kernel(A, B, bias=bias, alpha=0.25)                     # the hook: no normalisation
-    assert (len(normalised), len(replays)) == (1, 1) and recorded[-2][1].count(0.25) == 1
+    assert (len(normalised), len(replays)) == (1, 1) and recorded[-1][1].count(0.25) == 1
     kernel(A, B, bias=bias, alpha=3)                        # an int: normalised, then replayed
-    assert (len(normalised), len(replays)) == (2, 2) and 3.0 in recorded[-2][1]
+    assert (len(normalised), len(replays)) == (2, 2) and 3.0 in recorded[-1][1]
     for bad, error, match in [({"alpha": 1e39}, ArgumentError, "beyond float32's range"),
                               ({"alpha": True}, ArgumentError, "is the bool"),
                               ({"alpha": "0.5"}, ArgumentError, "is the string"),
@@ -291,3 +309,23 @@ def test_the_hook_replays_before_normalisation_and_declines_bad_calls(recorded, 
         with pytest.raises(error, match=match):
             kernel(A, B, bias=bias, **bad)
     assert len(replays) == 2
+
+
+def test_direct_reductions_are_atomic_fp32_sums_and_maxima_in_the_workspace_layout():
+    """runner.direct_reduction: the kernel's atomics go into the output itself only where the
+    finish kernel would have copied the workspace unchanged into a dense fp32 output."""
+    from types import SimpleNamespace as NS
+    from evt_core.tree.ops import Op
+    from evt_backends.numba_cuda.runner import direct_reduction
+
+    def red(op, dtype="float32"):
+        return NS(op=op, operand=NS(dtype=dtype))
+    assert direct_reduction(red(Op.SUM), False, (1, 1, 64), (0, 0, 1))           # a column sum
+    assert direct_reduction(red(Op.AMAX), False, (3, 96, 1), (96, 1, 0))         # batched row maxima
+    assert direct_reduction(red(Op.SUM), False, (3, 1, 1), (1, 0, 0))            # a sum per batch
+    assert not direct_reduction(red(Op.SUM), True, (1, 1, 64), (0, 0, 1))       # deterministic partials
+    assert not direct_reduction(red(Op.MEAN), False, (1, 1, 64), (0, 0, 1))     # the finish divides
+    assert not direct_reduction(red(Op.AMIN), False, (1, 1, 64), (0, 0, 1))     # the finish negates
+    assert not direct_reduction(red(Op.SUM, "float16"), False, (1, 1, 64), (0, 0, 1))   # the finish rounds
+    assert not direct_reduction(red(Op.SUM), False, (1, 1, 64), (0, 0, 2))      # a strided output
+    assert not direct_reduction(red(Op.AMAX), False, (3, 96, 1), (128, 1, 0))   # padded batches

@@ -33,13 +33,15 @@ _BASE = 12        # parameter slots: pA, pB, L, M, N, K, six A/B strides, then 4
 class FastCall:
     """What one fully checked call decided, replayed for calls with the same key."""
 
-    def __init__(self, runner, side, b, values, fns, grid, block, ws, names, like, finish=None, maps=None):
+    def __init__(self, runner, side, b, values, fns, grid, block, ws, names, like, finish=None, maps=None,
+                 ws_at=None):
         """values: the main kernel's parameter values; names: the call's input names in call
         order; like: A (the device outputs go to); finish: (values, grid, block) of the
         reduction finish kernel, or None; maps: (position of the A map's address in values,
         launch_sm90.ReplayMaps, outputs with a TMA-store map, indices of the inputs with a
         TMA-load map) for the sm_90a kernel, whose tensor maps embed the operands' addresses,
-        or None."""
+        or None; ws_at: the position of the first workspace's address in values (a direct
+        reduction's workspace is its output: rewritten per call)."""
         p = runner.p
         self.order, self.side = runner._order, side
         self.stream = streams.stream_getter(side)
@@ -61,6 +63,11 @@ class FastCall:
             # the TMA-loaded (M, N) inputs' addresses: their places in run's `values`
             self.ring_at = [2 + names.index(p.inputs[k].name) for k in ring_ks]
             self.changed += range(pos, pos + 2 + len(self.maps.geo))
+        # direct reductions (runner.direct_reduction): their outputs are the workspaces the
+        # kernel's atomics go into, new per call; their slots are rewritten last
+        self.direct = [k for k, w in enumerate(ws) if w["direct"]]
+        self.changed += [ws_at + 3 * k for k in self.direct]
+        self.reduces = bool(p.reductions)
         self.finish = None
         if finish is not None:
             # finish kernel: L, M, N, then per reduction ws, pl, pm, pn, wm, wn, red ptr, 3 strides
@@ -73,7 +80,8 @@ class FastCall:
         self.ptr = operator.methodcaller("data_ptr") if side == "torch" else _cupy_ptr
         self.fill = operator.methodcaller("fill_" if side == "torch" else "fill", math.nan)
         self.ws = ws                                   # keeps the workspace buffers alive
-        self.memsets = [(w["buf"], w["bits"], w["n"]) for w in ws if w.get("bits") is not None]
+        # (workspace buffer, or None for a direct reduction's output, bits, elements, reduction)
+        self.memsets = [(w["buf"], w["bits"], w["n"], k) for k, w in enumerate(ws) if w.get("bits") is not None]
         every = [op.name for op in p.outputs] + [r.name for r in p.reductions]
         self.result_index = [(n, every.index(n)) for n in p.result_names]
 
@@ -100,13 +108,17 @@ class FastCall:
             if maps is None:
                 return None
             values += maps
-        if self.finish is not None:
+        reds = ptrs[self.n_out:]
+        for k in self.direct:
+            values.append(reds[k])
+        if self.reduces:
             self.order.before(stream)
-        for buf, bits, n in self.memsets:
-            driver.memset32(buf.ptr, bits, n, stream)
+        for buf, bits, n, k in self.memsets:
+            driver.memset32(reds[k] if buf is None else buf.ptr, bits, n, stream)
         self.main.replay(self.head, self.values, self.changed, values, stream, self)
         if self.finish is not None:
-            self.finish.replay(self.finish_head, self.finish_values, self.red_pos, ptrs[self.n_out:], stream, self)
+            self.finish.replay(self.finish_head, self.finish_values, self.red_pos, reds, stream, self)
+        if self.reduces:
             self.order.after(stream)
         return {n: made[i] for n, i in self.result_index}
 
