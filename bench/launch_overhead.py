@@ -62,25 +62,41 @@ def gpu_us(fn, torch, reps=200):
         return None
 
 
-def tiny_problem():
-    """(A, B, bias, tree) of the probe: 128^3 fp16 torch tensors on the GPU, bias + ReLU."""
+def tiny_problem(tensor=None):
+    """(A, B, bias, tree) of the probe: 128^3 fp16 torch tensors on the GPU, bias + ReLU.
+    tensor(shape, torch dtype) makes the arrays instead (bench.cpu_stub's fakes)."""
     import torch
 
     import evt_core
     from evt_core import ops
     M = N = K = 128
-    A = torch.randn(M, K, device="cuda", dtype=torch.float16)
-    B = torch.randn(K, N, device="cuda", dtype=torch.float16)
-    bias = torch.randn(N, device="cuda", dtype=torch.float32)
+    tensor = tensor or (lambda shape, dt: torch.randn(*shape, device="cuda", dtype=dt))
+    A, B, bias = tensor((M, K), torch.float16), tensor((K, N), torch.float16), tensor((N,), torch.float32)
     tree = evt_core.trace(lambda accum, bias: {"D": ops.relu(accum + bias)},
                           {"accum": np.empty((M, N), np.float32), "bias": np.empty(N, np.float32),
                            "D": np.empty((M, N), np.float16)})
     return A, B, bias, tree
 
 
+def cupy_tile_rows(tree, A, B, bias):
+    """A row per tile the cupy autotuner chooses from, forced: whether a call's host cost depends
+    on the kernel it launches (its Python path does not: bench.host_profile --cpu-stub)."""
+    import evt_core
+    from evt_backends.cupy.select import candidates
+    auto = evt_core.compile(tree, backend="cupy")
+    auto(A, B, bias=bias)
+    rows = []
+    for cfg in candidates(tree.program, auto.run.last.spec):
+        k = evt_core.compile(tree, backend="cupy", tile=cfg)
+        rows.append((f"evt cupy tile={cfg.label()}", lambda k=k: k(A, B, bias=bias)))
+    return rows
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--calls", type=int, default=2000)
+    ap.add_argument("--cupy-tiles", action="store_true",
+                    help="also a row per candidate tile of the cupy kernel, forced")
     args = ap.parse_args(argv)
     import torch
 
@@ -92,6 +108,8 @@ def main(argv=None):
             continue
         kernel = evt_core.compile(tree, backend=name)
         rows.append((f"evt {name} kernel(A, B, bias=...)", lambda k=kernel: k(A, B, bias=bias)))
+    if args.cupy_tiles:
+        rows += cupy_tile_rows(tree, A, B, bias)
     print(f"{'call':45s} {'host us/call':>13s} {'incl. sync':>11s} {'alone':>7s} {'GPU':>6s}   ({args.calls} calls, 128^3 fp16, "
           f"{torch.cuda.get_device_name()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})")
     for label, fn in rows:

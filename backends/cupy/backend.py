@@ -9,10 +9,12 @@ from evt_core.call import fast_signature, poison_requested
 from evt_core.errors import UnsupportedError
 from evt_core.tree.ops import Op
 
+from ..gpu import streams
 from . import autotune
 from .codegen.plan import REDUCE_OPS, TileConfig
 from .codegen.spelling import CUDA_SPELLING
 from .runtime.arrays import Allocator, OutputMaker, side_of, to_device
+from .runtime.launcher import stream_side
 from .select import candidates, decide_spec, fast_ops, fast_path_summary, fit_stages, generate, smem_bytes
 
 MAINLOOPS = ("auto", "sm80", "sm90")
@@ -236,11 +238,12 @@ class _RecordingAllocator(Allocator):
 
 class _FastPlan:
     def __init__(self, side, outputs, names, prepared):
-        self.side, self.outputs, self.names, self.prepared = side, outputs, names, prepared
+        self.outputs, self.names, self.prepared = outputs, names, prepared
+        self.stream = streams.stream_getter(stream_side(side))     # the query; asked on every run
 
     def run(self, poison):
         ptrs, results = self.outputs.make(poison)
-        self.prepared.fire(ptrs, self.side)
+        self.prepared.fire_on(ptrs, self.stream())
         return {n: results[i] for n, i in self.names}
 
 

@@ -1,11 +1,12 @@
 """The cached launch path: one ctypes `cuLaunchKernel` per kernel with a prebuilt `void**`.
 
 CuPy's RawKernel call converts every argument on every launch; for a call whose EpiArgs blob
-and tensor maps are already decided (same kernel, shapes and pointers) that work is pure host
-overhead. `build` turns a launch plan that CuPy has just run successfully (so the module is
+and tensor maps are already decided (same kernel, shapes and input pointers) that work is pure
+host overhead. `build` turns a launch plan that CuPy has just run successfully (so the module is
 loaded and the shared-memory attribute set) into (CUfunction, grid, block, smem, params) with
 the parameter bytes copied into buffers this module owns; `launch` only calls the driver.
-The driver copies the parameter values at launch time, so the buffers are reusable at once.
+The driver copies the parameter values at launch time, so the buffers are reusable at once
+(launcher.Prepared rewrites their output pointers in place between launches).
 Set EVT_CUPY_FAST_LAUNCH=0 to launch through CuPy every time.
 """
 import ctypes
@@ -14,7 +15,6 @@ import os
 import numpy as np
 
 _fn = None
-_cp = None
 
 
 def enabled():
@@ -37,16 +37,10 @@ def _driver():
     return _fn or None
 
 
-def current_stream():
-    global _cp
-    if _cp is None:
-        import cupy
-        _cp = cupy
-    return _cp.cuda.get_current_stream().ptr
-
-
 class _Launch:
-    __slots__ = ("func", "grid", "block", "smem", "params", "keep")
+    # head: (function, grid x, y, z, block x, y, z, shared bytes) as ctypes values, converted
+    # once: ctypes converts a Python int argument into a new ctypes value on every call
+    __slots__ = ("head", "params", "keep")
 
 
 def build(plan):
@@ -56,8 +50,8 @@ def build(plan):
         for fn, grid, block, smem, params in plan:
             keep = tuple(np.array(p, copy=True) for p in params)     # owned, contiguous copies
             L = _Launch()
-            L.func = int(fn.kernel.ptr)
-            L.grid, L.block, L.smem = int(grid), int(block), int(smem)
+            L.head = (ctypes.c_void_p(int(fn.kernel.ptr)),
+                      *(ctypes.c_uint(int(v)) for v in (grid, 1, 1, block, 1, 1, smem)))
             L.params = (ctypes.c_void_p * len(keep))(*[p.ctypes.data for p in keep])
             L.keep = keep
             out.append(L)
@@ -67,8 +61,9 @@ def build(plan):
 
 
 def launch(L, stream):
-    r = _fn(L.func, L.grid, 1, 1, L.block, 1, 1, L.smem, stream, L.params, None)
+    r = _fn(*L.head, stream, L.params, None)
     if r != 0:
         from evt_core.errors import KernelCompileError
-        raise KernelCompileError("cupy", "cuLaunchKernel", f"CUresult {r} (grid {L.grid}, block {L.block}, "
-                                 f"shared {L.smem} B)")
+        h = L.head
+        raise KernelCompileError("cupy", "cuLaunchKernel", f"CUresult {r} (grid {h[1].value}, block {h[4].value}, "
+                                 f"shared {h[7].value} B)")

@@ -1,10 +1,13 @@
 """One compiled (Program, Spec, TileConfig): NVRTC build through CuPy, argument packing, launch.
 
-The launch path per call is: pack EpiArgs with one struct.pack, fetch cached tensor maps,
-reuse the cached reduction workspace, then 1 launch (plus init/finish launches only when the
-Program has reductions).
+A call signature's first launch packs EpiArgs with one struct.pack, fetches cached tensor maps,
+reuses the cached reduction workspace and launches through CuPy: 1 launch (plus init/finish
+launches only when the Program has reductions). Its repeated calls replay that launch through
+ctypes (`Prepared`).
 """
+import ctypes
 import math
+import struct
 
 import numpy as np
 
@@ -15,7 +18,7 @@ from ..codegen.plan import ALL, COL, ELEM, ROW, reduction_kind, row_block, tma_o
 from ...gpu import streams
 from . import fast_launch
 from ...gpu.sm90 import operand_maps, panel_map
-from .tensormap import dummy_map, tensor_map
+from .tensormap import dummy_map, map_bytes, tensor_map
 
 _NVRTC_OPTIONS = ("-std=c++17", "--diag-suppress=177,550")
 
@@ -35,7 +38,9 @@ class CompiledKernel:
         except Exception as e:  # noqa: BLE001 - any NVRTC/driver failure is a backend bug
             raise KernelCompileError("cupy", "NVRTC build", str(e), source) from e
         self.layout = arg_layout(program, spec.dtype).struct
-        self.n_fields = len(self.layout.format.lstrip("<"))
+        codes = self.layout.format.lstrip("<")
+        self.n_fields = len(codes)
+        self.offsets = [struct.calcsize("<" + codes[:i]) for i in range(len(codes))]   # bytes, per field
         self.args_dtype = np.dtype((np.void, self.layout.size))
         self.threads = 384 if spec.mainloop == "sm90" else 32 * cfg.warps_m * cfg.warps_n
         self.num_sms = cp.cuda.Device().attributes["MultiProcessorCount"]
@@ -149,27 +154,47 @@ class CompiledKernel:
         return bool(cp.ndarray((1,), np.int32, memptr=ptr).get()[0])
 
 
+def stream_side(side):
+    """Whose current stream a call of `side` launches on: torch's for torch tensors, else CuPy's."""
+    return "torch" if side == "torch" else "cupy"
+
+
 class Prepared:
     """A launch with everything but the output pointers decided.
 
-    The first `fire` for a set of output pointers launches through CuPy and, on success, keeps
-    the packed EpiArgs and tensor maps in ctypes-addressable buffers with a prebuilt `void**`
-    parameter array; later fires with the same pointers (a caching allocator hands them back)
-    are one `cuLaunchKernel` call per kernel through ctypes. EVT_CUPY_FAST_LAUNCH=0 turns that off."""
-    __slots__ = ("k", "vals", "out_pos", "tiles", "maps", "max_elems", "aliases", "_fast", "_shared_ws")
+    The first `fire` launches through CuPy and, on success, keeps the packed EpiArgs and tensor
+    maps in ctypes-addressable buffers of its own with a prebuilt `void**` parameter array; every
+    later fire is one `cuLaunchKernel` call per kernel through ctypes. A fire with other output
+    pointers than the last one first writes them into those buffers (the EpiArgs pointer fields
+    and the TMA-stored outputs' maps): the driver copies parameter values at launch, so a buffer
+    may change once its launch is made. A caller that keeps its results (a training step,
+    `out = kernel(...)` in a loop) gets new output pointers on most calls, which would otherwise
+    each cost a launch through CuPy. EVT_CUPY_FAST_LAUNCH=0 launches through CuPy every time."""
+    __slots__ = ("k", "vals", "out_pos", "tiles", "maps", "max_elems", "aliases", "_fast", "_last", "_targets",
+                 "_ptr_fields", "_shared_ws")
 
     def __init__(self, k, vals, out_pos, tiles, maps, max_elems, aliases=()):
         self.k, self.vals, self.out_pos, self.tiles, self.maps, self.max_elems = k, vals, out_pos, tiles, maps, max_elems
         self.aliases = aliases       # (destination, source) argument positions: direct reductions' ws = output
-        self._fast = {}
+        self._fast = None            # the ctypes launches (fast_launch._Launch), once CuPy has run one
+        self._last = None            # the output pointers their parameters hold
+        self._targets = None         # where _retarget writes them (see _keep_fast)
+        # (8-byte word in EpiArgs, index in out_ptrs) of every field holding an output pointer
+        # (pointer fields are 8-byte ones, and those come first: codegen/epilogue.arg_layout)
+        fields = [(pos, i) for i, pos in enumerate(out_pos)] + [(dst, out_pos.index(src)) for dst, src in aliases]
+        self._ptr_fields = tuple((k.offsets[pos] // 8, i) for pos, i in fields)
         # the reduction workspace or split-K buffers are the compiled kernel's, shared by its calls
         self._shared_ws = bool(k.program.reductions) or k.spec.split_k > 1
 
     def fire(self, out_ptrs, side="cupy"):
-        """out_ptrs: the plain outputs' pointers, then the reduction outputs'. Launches on the
-        caller's current stream (torch's for torch tensors, else CuPy's); one call at a time
-        per compiled kernel, and the reduction workspace ordered across streams (gpu.streams)."""
-        stream = streams.current_stream("torch" if side == "torch" else "cupy")
+        """out_ptrs: the plain outputs' pointers, then the reduction outputs' (a list). Launches
+        on the caller's current stream (torch's for torch tensors, else CuPy's); one call at a
+        time per compiled kernel, and the reduction workspace ordered across streams (gpu.streams)."""
+        self.fire_on(out_ptrs, streams.current_stream(stream_side(side)))
+
+    def fire_on(self, out_ptrs, stream):
+        """fire on the stream handle `stream` (a repeated call keeps its side's stream query,
+        streams.stream_getter(stream_side(side)), and pays only for the query)."""
         order, shared_ws = self.k.order, self._shared_ws
         with order.lock:
             if shared_ws:
@@ -179,12 +204,41 @@ class Prepared:
                 order.after(stream)
 
     def _fire(self, out_ptrs, stream):
-        key = tuple(out_ptrs)
-        fast = self._fast.get(key)
+        fast = self._fast
         if fast is not None:
+            if out_ptrs != self._last:
+                self._retarget(out_ptrs)
             for launch in fast:
                 fast_launch.launch(launch, stream)
             return
+        self._fire_cupy(out_ptrs, stream)
+
+    def _retarget(self, out_ptrs):
+        """Writes new output pointers into the fast launches' own parameters."""
+        words, maps = self._targets
+        for w in words:
+            for index, i in self._ptr_fields:
+                w[index] = out_ptrs[i]
+        for view, o, dt, dims, strides, box in maps:
+            view[:] = map_bytes(out_ptrs[o], dt, dims, strides, box)
+        self._last = list(out_ptrs)
+
+    def _keep_fast(self, plan, out_ptrs, main):
+        """The ctypes launches of `plan` (just run through CuPy) and where _retarget writes in
+        their parameter copies: each kernel's EpiArgs (its first parameter) as 8-byte words, and
+        the TMA-stored outputs' maps (evt_main's parameters after its args, A and B maps)."""
+        self._fast = fast_launch.build(plan)
+        if self._fast is None:
+            return
+        self._last = list(out_ptrs)
+        words = [(ctypes.c_uint64 * (L.keep[0].nbytes // 8)).from_buffer(L.keep[0]) for L in self._fast]
+        maps = []
+        if self.maps is not None:
+            keep = self._fast[main].keep
+            maps = [(memoryview(keep[3 + j]).cast("B"), *t) for j, t in enumerate(self.maps[2])]
+        self._targets = (words, maps)
+
+    def _fire_cupy(self, out_ptrs, stream):
         k = self.k
         vals = self.vals.copy()
         for pos, ptr in zip(self.out_pos, out_ptrs):
@@ -210,8 +264,4 @@ class Prepared:
         for fn, grid, block, smem, params in plan:
             fn((grid,), (block,), params, shared_mem=smem, stream=cp_stream)
         if fast_launch.enabled():
-            built = fast_launch.build(plan)
-            if built is not None:
-                if len(self._fast) >= 4:
-                    self._fast.clear()
-                self._fast[key] = built
+            self._keep_fast(plan, out_ptrs, int(has_reds and not k.spec.deterministic))

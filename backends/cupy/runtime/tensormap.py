@@ -8,9 +8,14 @@ _SWIZZLE_128B = _tm.SWIZZLE_128B
 _blobs = {}
 
 
+def map_bytes(ptr, dtype, dims, byte_strides, box, swizzle=_SWIZZLE_128B):
+    """The map's 128 bytes. dims: innermost first; byte_strides: of dims[1:]; box: innermost first."""
+    return _tm.encode(ptr, dtype, dims, byte_strides, box, swizzle, backend="cupy")
+
+
 def tensor_map(ptr, dtype, dims, byte_strides, box, swizzle=_SWIZZLE_128B):
-    """dims: innermost first; byte_strides: of dims[1:]; box: innermost first."""
-    raw = _tm.encode(ptr, dtype, dims, byte_strides, box, swizzle, backend="cupy")
+    """map_bytes as the size-1 void array CuPy passes by value."""
+    raw = map_bytes(ptr, dtype, dims, byte_strides, box, swizzle)
     blob = _blobs.get(raw)
     if blob is None:
         blob = np.frombuffer(raw, np.uint8).copy().view(np.dtype((np.void, 128)))
