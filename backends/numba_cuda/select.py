@@ -28,6 +28,7 @@ from evt_core.tree.ops import Op
 
 from ..gpu import sm90
 from .codegen import epilogue_fragment
+from .codegen.frag_layout import FragLayout
 from .codegen.epilogue_sm90 import SmemLayout, tile_inputs
 from .codegen.mainloop_sm90 import BN_DEFAULT, BN_WIDE
 from .runtime import driver
@@ -186,7 +187,7 @@ def sm90_wide_tile_fits(program, pingpong, frag, deterministic):
     checked), so no kind is excluded for spilling."""
     if pingpong or not frag or program is None or tile_inputs(program) or program.reductions:
         return False
-    lay = epilogue_fragment.FragLayout(program, BN_WIDE, deterministic, False)
+    lay = FragLayout(program, BN_WIDE, deterministic, False)
     return lay.fits and lay.stages >= 3
 
 
@@ -267,7 +268,7 @@ def sm90_fragment(b, program, in_ptrs, out_ptrs, pingpong, deterministic, measur
             return False
     if tile_inputs(program) and (pingpong or not _inputs_copyable(b, program, in_ptrs)):
         return False
-    lay = epilogue_fragment.FragLayout(program, BN_DEFAULT, deterministic, pingpong)
+    lay = FragLayout(program, BN_DEFAULT, deterministic, pingpong)
     return lay.fits and lay.stages >= 3
 
 
@@ -283,7 +284,7 @@ def sm90_aux_ring(program, deterministic):
     ks = tile_inputs(program) if program is not None else []
     if not ks or any(program.inputs[k].dtype not in ("float16", "bfloat16") for k in ks):
         return False
-    lay = epilogue_fragment.FragLayout(program, BN_DEFAULT, deterministic, False, aux_ring=True)
+    lay = FragLayout(program, BN_DEFAULT, deterministic, False, aux_ring=True)
     return lay.fits and lay.stages >= 3
 
 

@@ -52,7 +52,8 @@ def _producer_loads(program, lay, s0):
 @pytest.mark.parametrize("n_inputs", [1, 2, 3])
 @pytest.mark.parametrize("s0", [0, 2, 4])
 def test_epilogue_reads_what_the_producer_loaded(n_inputs, s0):
-    from evt_backends.numba_cuda.codegen.epilogue_fragment import FragLayout, _Writer
+    from evt_backends.numba_cuda.codegen.epilogue_fragment import _Writer
+    from evt_backends.numba_cuda.codegen.frag_layout import FragLayout
     p = _program(n_inputs)
     lay = FragLayout(p, 128, False, False, aux_ring=True)
     assert lay.aux_ring and lay.fits and not lay.aux
@@ -91,7 +92,7 @@ def test_epilogue_reads_what_the_producer_loaded(n_inputs, s0):
 
 
 def test_consumer_waits_and_releases_each_aux_stage_once():
-    from evt_backends.numba_cuda.codegen.epilogue_fragment import FragLayout
+    from evt_backends.numba_cuda.codegen.frag_layout import FragLayout
     from evt_backends.numba_cuda.codegen.mainloop_sm90 import _aux_ring_release, _aux_ring_wait
     p = _program(2)
     lay = FragLayout(p, 128, False, False, aux_ring=True)
@@ -112,7 +113,7 @@ def test_consumer_waits_and_releases_each_aux_stage_once():
 
 def test_select_takes_the_ring_for_16_bit_inputs_that_fit():
     from evt_backends.numba_cuda import select
-    from evt_backends.numba_cuda.codegen.epilogue_fragment import FragLayout
+    from evt_backends.numba_cuda.codegen.frag_layout import FragLayout
     assert select.sm90_aux_ring(_program(1), False)
     assert select.sm90_aux_ring(_program(2, np.dtype("float16")), False)
     assert not select.sm90_aux_ring(_program(1, np.float32), False)      # fp32: 256-byte panel rows

@@ -17,6 +17,7 @@ from evt_backends.gpu import sm90  # noqa: E402
 from evt_backends.gpu.fastmath import chosen_fast_ops, fast_ops  # noqa: E402
 from evt_backends.numba_cuda import select  # noqa: E402
 from evt_backends.numba_cuda.codegen import epilogue_fragment as ef  # noqa: E402
+from evt_backends.numba_cuda.codegen.frag_layout import FragLayout, column_vectors  # noqa: E402
 from evt_backends.numba_cuda.codegen.mainloop_sm90 import sm90_source  # noqa: E402
 
 
@@ -89,7 +90,7 @@ def test_auto_schedule_takes_cooperative_where_ping_pong_would_spill(monkeypatch
 def test_layout_fits_and_keeps_three_slots_for_the_workloads():
     for w, pp in (("W1", False), ("W2", False), ("W3", True), ("W4", False)):
         p = _program(w)
-        lay = ef.FragLayout(p, 128, False, pp)
+        lay = FragLayout(p, 128, False, pp)
         assert lay.fits and lay.stages >= 3, (w, lay.stages, lay.total)
         assert all(off % sm90.SWIZZLE_ALIGN == 0 for off in lay.outs), w      # TMA panels: 1024-aligned
         assert lay.total <= sm90.MAX_DYNAMIC_SHARED
@@ -145,8 +146,8 @@ def test_column_vector_slices_per_warpgroup_in_the_layout(w, pingpong):
     """A column vector's tile slice: bn fp32 values per consumer warpgroup (both schedules), 8-byte
     aligned for the pair loads, between the other regions and overlapping none of them."""
     p = _program(w)
-    lay = ef.FragLayout(p, 128, False, pingpong)
-    vecs = ef.column_vectors(p)
+    lay = FragLayout(p, 128, False, pingpong)
+    vecs = column_vectors(p)
     assert vecs and sorted(lay.vecs) == vecs and lay.vec_bytes == 4 * 128
     regions = [(0, lay.ring)] + [(o, o + lay.out_bytes) for o in lay.outs]
     regions += [(o, o + 2 * size) for o, size in lay.aux.values()]
@@ -196,7 +197,7 @@ def test_fp32_targets_take_the_fragment_epilogue_read_as_pairs():
     # "auto" keeps them exact (they reach fp32 sums): measured faster staged, unless forced
     assert not select.sm90_fragment(b, p, PTRS, PTRS, False, False, fast=fast_ops(p))
     assert select.sm90_fragment(b, p, PTRS, PTRS, False, False, measured=False, fast=fast_ops(p))
-    lay = ef.FragLayout(p, 128, False, False)
+    lay = FragLayout(p, 128, False, False)
     assert lay.fits and lay.stages >= 3 and list(lay.aux) == [1], (lay.stages, lay.aux)
     group = ef._Writer(p, lay, ["acc"], False).group_function()
     assert group.count("lds_f32x2(abuf1 + 4 * (arow") == 2 and "lds(abuf1" not in group

@@ -242,8 +242,8 @@ def test_staged_input_copies_cover_the_tile_once_where_the_epilogue_reads(dtype,
     """aux_copy_lines' index math: the 128 threads' 16-byte copies cover the warpgroup's 64 x 128
     block exactly once, and element (r, c) lands at index r * pitch + c of the 16-bit buffer,
     where the epilogue reads it: dense rows (the staged epilogue) or rows padded to
-    epilogue_fragment.AUX_PITCH (the fragment epilogue)."""
-    from evt_backends.numba_cuda.codegen.epilogue_fragment import AUX_PITCH
+    frag_layout.AUX_PITCH (the fragment epilogue)."""
+    from evt_backends.numba_cuda.codegen.frag_layout import AUX_PITCH
     from evt_backends.numba_cuda.codegen.epilogue_sm90 import aux_copy_lines
     from trees import case
     assert AUX_PITCH == 136      # the padded case below

@@ -18,6 +18,7 @@ from evt_backends.gpu import sm90  # noqa: E402
 from evt_backends.gpu.fastmath import fast_ops  # noqa: E402
 from evt_backends.numba_cuda import select  # noqa: E402
 from evt_backends.numba_cuda.codegen import epilogue_fragment as ef  # noqa: E402
+from evt_backends.numba_cuda.codegen.frag_layout import FragLayout  # noqa: E402
 from evt_backends.numba_cuda.codegen.mainloop_sm90 import module_prelude, sm90_source  # noqa: E402
 
 SMS = 132          # the H200's
@@ -132,11 +133,11 @@ def test_wide_layout_keeps_three_slots_beside_one_output():
     """48 KB slots: three of them and a 64 KB output staging (plus vectors, scratch, barriers and
     the alignment slack) fit the H200's 227 KB; a second output leaves no ring of two."""
     for name in ("bare", "bias_gelu", "row_col"):
-        lay = ef.FragLayout(PROGRAMS[name], 256, False, False)
+        lay = FragLayout(PROGRAMS[name], 256, False, False)
         assert lay.stages == 3 and lay.fits and lay.total <= sm90.MAX_DYNAMIC_SHARED, (name, lay.total)
         assert lay.ring == 3 * 49152 and lay.out_bytes == 65536 and lay.outs[0] % sm90.SWIZZLE_ALIGN == 0
         assert lay.scratch_bytes == 0, name      # only a column or whole-tile reduction has scratch
-    assert not ef.FragLayout(PROGRAMS["two_outputs"], 256, False, False).fits
+    assert not FragLayout(PROGRAMS["two_outputs"], 256, False, False).fits
     assert select.sm90_wide_tile_fits(PROGRAMS["bare"], False, True, False)
     assert not select.sm90_wide_tile_fits(PROGRAMS["bare"], True, True, False)       # ping-pong
     assert not select.sm90_wide_tile_fits(PROGRAMS["bare"], False, False, False)      # staged epilogue
@@ -174,7 +175,7 @@ def test_wide_pair_stores_cover_each_warpgroup_s_panels_once():
     """The address obase + const + xo a pair store hits at BN = 256 (cooperative): every 32-bit
     word of a warpgroup's four 64 x 64 panels exactly once, at the 128B swizzle's position of
     its (row, column), the two warpgroups' panels side by side."""
-    lay = ef.FragLayout(PROGRAMS["bare"], 256, False, False)
+    lay = FragLayout(PROGRAMS["bare"], 256, False, False)
     seen = {}
     for wg in range(2):
         for tid in range(128):

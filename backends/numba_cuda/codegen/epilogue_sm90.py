@@ -110,7 +110,7 @@ def aux_copy_lines(program, lay):
         per_chunk = 16 // es                          # elements per 16-byte copy
         cpr = lay.bn // per_chunk                     # copies per row
         per_thread = sm90.WG_ROWS * cpr // 128
-        row_bytes = lay.aux_row_bytes(k, program)     # dense, or padded (epilogue_fragment.AUX_PITCH)
+        row_bytes = lay.aux_row_bytes(k, program)     # dense, or padded (frag_layout.AUX_PITCH)
         dst = f"abuf{k} + q * 16" if row_bytes == cpr * 16 else f"abuf{k} + ar * {row_bytes} + (q % {cpr}) * 16"
         out += [f"abuf{k} = sbase + {off} + wg * {size}    # {program.inputs[k].name}",
                 f"for u in range({per_thread}):",

@@ -20,6 +20,7 @@ the mma.sync kernel works unchanged.
 """
 from ...gpu import sm90
 from . import epilogue_fragment
+from .frag_layout import FragLayout
 from .epilogue_sm90 import SmemLayout, aux_copy_lines, epilogue_lines, tile_inputs
 from .abi import Param, arg_list, main_params
 
@@ -45,7 +46,7 @@ def sm90_params(program, frag=False, aux_ring=False):
 def smem_layout(program, deterministic, pingpong, aux_async, frag, bn=BN_DEFAULT, aux_ring=False):
     """The shared-memory layout of a variant: the fragment epilogue's or the staged one's."""
     if frag:
-        return epilogue_fragment.FragLayout(program, bn, deterministic, pingpong, aux_ring=aux_ring)
+        return FragLayout(program, bn, deterministic, pingpong, aux_ring=aux_ring)
     return SmemLayout(program, bn, deterministic, pingpong, aux_async)
 
 
