@@ -136,19 +136,22 @@ def sm90_sass():
         print(f"{name}: {_figures(sm90_kernels.build(name))} ({time.time() - t:.1f} s)", flush=True)
     # W1-W4 in the variant "auto" picks at the benchmark shapes (select.variant): the fragment
     # epilogue with fast math, ping-pong for W3, cooperative for W1 (it would spill in ping-pong)
-    # and for W2/W4 with their (M, N) input staged by cp.async; then the staged epilogue beside it
+    # and for W2/W4 with their (M, N) input TMA-loaded through the ring; then the staged epilogue
+    # beside it (its (M, N) input copied by cp.async)
     from evt_backends.gpu.fastmath import fast_ops
-    for w, pingpong, staged in (("W1", False, False), ("W2", False, True), ("W3", True, False), ("W4", False, True)):
+    for w, pingpong, mn_input in (("W1", False, False), ("W2", False, True), ("W3", True, False), ("W4", False, True)):
         p = evt_core.trace(WORKLOADS[w].epilogue, WORKLOADS[w].example(64, 64)).program
         for frag in (True, False):
+            ring = frag and mn_input
             src = module_prelude("float16", False) + "\n" + sm90_source(
-                p, "float16", False, False, False, False, pingpong if frag else w in ("W1", "W3"), staged, frag,
-                fast_ops(p) if frag else ())
+                p, "float16", False, False, False, False, pingpong if frag else w in ("W1", "W3"),
+                mn_input and not ring, frag, fast_ops(p) if frag else (), aux_ring=ring)
             t = time.time()
-            built = nb.build(nb.cache_key("sm90_sass", w, frag, p.key(), src), src, "evt_kernel", sm90_params(p, frag),
-                             sm90a=True)
+            built = nb.build(nb.cache_key("sm90_sass", w, frag, p.key(), src), src, "evt_kernel",
+                             sm90_params(p, frag, ring), sm90a=True)
             sched = "ping-pong" if (pingpong if frag else w in ("W1", "W3")) else "cooperative"
-            print(f"{w} ({'fragment' if frag else 'staged'} epilogue, {sched}{', staged input' if staged else ''}): "
+            how = (", input through the ring" if ring else ", input by cp.async") if mn_input else ""
+            print(f"{w} ({'fragment' if frag else 'staged'} epilogue, {sched}{how}): "
                   f"{_figures(built)} ({time.time() - t:.1f} s)", flush=True)
 
 
