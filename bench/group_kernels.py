@@ -2,7 +2,8 @@
 `python3 -m bench.group_kernels --workload bert [--kernels cupy,numba_cuda] [--dtype float16]`.
 
 One step of the workload runs through `torch.compile(backend=evt)` (ATen ops for the rest, so
-the compile is quick) with every `torch.ops.evt.run` call recorded: its kernel key and clones
+the compile is quick; `--rest inductor` compiles the rest as bench/train.py's step does, whose
+graph passes can change a group's operands, e.g. pad a vocabulary GEMM) with every `torch.ops.evt.run` call recorded: its kernel key and clones
 of its operands. Each recorded call is then timed in interleaved rounds of do_bench, as the
 evt kernel with its whole epilogue and as `torch.matmul(A, B)` on the same (possibly strided)
 operands, cuBLAS without any epilogue: the floor a fused kernel approaches. Where a step
@@ -17,7 +18,7 @@ import sys
 import time
 
 
-def record_calls(workload, dtype, kernels, smoke):
+def record_calls(workload, dtype, kernels, smoke, rest="torch"):
     """[(key, A, B, inputs, scalars)] of one compiled training step's evt calls, operands cloned."""
     import torch
 
@@ -34,7 +35,7 @@ def record_calls(workload, dtype, kernels, smoke):
     inputs = (x.to(dt), *targets)
     et.register()
     net = torch.compile(objective(model, loss_fn), dynamic=False,
-                        backend=et.backend(kernels=kernels, rest="torch", strict=True))
+                        backend=et.backend(kernels=kernels, rest=rest, strict=True))
     step(model, net, inputs, False)              # compile outside the recording
     calls, real = [], evt_ops._run
 
@@ -75,6 +76,8 @@ def main(argv=None):
     ap.add_argument("--dtype", default="float16")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--rest", default="torch", choices=("torch", "inductor"),
+                    help="what runs the graph around the evt kernels while the calls are recorded")
     ap.add_argument("--sweep", action="store_true", help="also time every tile of the cupy groups, forced "
                     "(and numba's schedules, when numba_cuda is among --kernels)")
     ap.add_argument("--ncu-groups", default="", metavar="N,...",
@@ -87,7 +90,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     import torch
     kernels = args.kernels.split(",")
-    recorded = {k: record_calls(args.workload, "float32" if args.smoke else args.dtype, k, args.smoke)
+    recorded = {k: record_calls(args.workload, "float32" if args.smoke else args.dtype, k, args.smoke, args.rest)
                 for k in kernels}
     first = recorded[kernels[0]]
     if args.ncu_groups and not args.smoke:
