@@ -32,7 +32,10 @@ def backend(kernels: str = "auto", **options):
     evt_core/torch/inductor.py), partitioner (how the joint graph splits into forward and
     backward: "auto", the default, takes torch's min-cut partitioner for a graph holding a loss
     that inductor's decompositions broke up and the default partitioner elsewhere; "min_cut" or
-    "default" force one: evt_core/torch/saving.py), and any compile option of the kernel backend."""
+    "default" force one: evt_core/torch/saving.py), bare_gemms (on a GPU, what runs a GEMM group
+    with nothing to fuse, the accumulator at most plus a bias: "evt" kernels, the default, or
+    "torch", i.e. cuBLAS; evt_core/torch/planning.bare_gemm), and any compile option of the
+    kernel backend."""
     from .compiler import EvtBackend
     return EvtBackend(kernels=kernels, **options)
 

@@ -20,6 +20,7 @@ from .report import Report
 # "inductor" (compiled by TorchInductor around the evt ops: inductor.py), "auto" (inductor for
 # CUDA graphs where it is available, torch ops on the CPU, where it would only cost compile time)
 REST = ("auto", "inductor", "torch")
+BARE_GEMMS = ("evt", "torch")
 
 _REPORTS: list[Report] = []
 _LOCK = threading.Lock()
@@ -31,14 +32,17 @@ class EvtBackend:
     def __init__(self, kernels: str = "auto", passes: bool = True, solver: str = "bnb",
                  time_limit: float | None = 30.0, strict: bool = False, cudagraphs: bool = False,
                  rebatch: bool = False, uturn: bool = True, rest: str = "auto", partitioner: str = "auto",
-                 **kernel_options):
+                 bare_gemms: str = "evt", **kernel_options):
         from .saving import PARTITIONERS
         if rest not in REST:
             raise ArgumentError(f"backend(rest={rest!r}): pick one of {REST} (how the ops outside evt kernels run)")
         if partitioner not in PARTITIONERS:
             raise ArgumentError(f"backend(partitioner={partitioner!r}): pick one of {PARTITIONERS} (how the "
                                 "joint graph is split into forward and backward: evt_core/torch/saving.py)")
-        self.partitioner = partitioner
+        if bare_gemms not in BARE_GEMMS:
+            raise ArgumentError(f"backend(bare_gemms={bare_gemms!r}): pick one of {BARE_GEMMS} (what runs a GEMM "
+                                "group with nothing to fuse on a GPU: evt kernels or cuBLAS through torch)")
+        self.partitioner, self.bare_gemms = partitioner, bare_gemms
         self.kernels, self.passes, self.solver, self.rebatch = kernels, passes, solver, rebatch
         self.uturn, self.rest = uturn, rest
         self.time_limit, self.strict, self.kernel_options = time_limit, strict, kernel_options
@@ -83,7 +87,7 @@ class _Compilation:
         try:
             self.joint = plan_graph(gm, self.be.passes, self.be.solver, self.be.time_limit,
                                     self.be.kernels, self.be.kernel_options, self.be.rebatch,
-                                    fusing_rest=self.rest == "inductor")
+                                    fusing_rest=self.rest == "inductor", bare_gemms=self.be.bare_gemms)
         except Exception as err:  # noqa: BLE001 - training goes on unfused unless strict
             self._give_up(err)
             return

@@ -23,6 +23,7 @@ from ..partition.fx_import import aten_name, from_fx
 from ..partition.optable import ALIASES, GEMMS, Kind
 from ..partition.passes.decompose_loss import KEPT_NAME_OPS
 from ..partition.refine import layouts_with_their_gemm, narrow_stores
+from ..tree.ops import Op
 from . import ops as evt_ops
 
 _IDENTITY = frozenset({"detach", "alias", "lift_fresh_copy"})   # the importer drops these
@@ -59,9 +60,11 @@ class JointPlan:
 
 def plan_graph(gm, passes: bool = True, solver: str = "bnb", time_limit: float | None = 30.0,
                kernels: str = "auto", options: dict | None = None, rebatch: bool = False,
-               fusing_rest: bool = False) -> JointPlan:
+               fusing_rest: bool = False, bare_gemms: str = "evt") -> JointPlan:
     """`fusing_rest`: the ops outside evt kernels go to inductor, which folds a widening cast
-    into its readers, so group outputs keep their 16-bit dtype (refine.narrow_stores)."""
+    into its readers, so group outputs keep their 16-bit dtype (refine.narrow_stores).
+    `bare_gemms`: "torch" runs a GEMM group with nothing to fuse (bare_gemm) as torch ops on a
+    GPU; "evt" (the default) runs it as an evt kernel like every other group."""
     _check_static(gm)
     g = from_fx(gm)
     if passes:
@@ -84,7 +87,8 @@ def plan_graph(gm, passes: bool = True, solver: str = "bnb", time_limit: float |
         if not any(g.nodes[n].op in GEMMS for n in grp):
             continue
         try:
-            out.kernels[k] = _group_kernel(g, k, grp, needed, trust, kernels, options or {}, sms, device, rebatch, fx)
+            out.kernels[k] = _group_kernel(g, k, grp, needed, trust, kernels, options or {}, sms, device, rebatch, fx,
+                                           bare_gemms)
         except (Unfusible, EvtError) as err:
             out.refused[k] = str(err).splitlines()[0]
     return out
@@ -99,13 +103,16 @@ def _check_static(gm) -> None:
 
 
 def _group_kernel(g, k, grp, needed, trust, kernels, options, sms=None, device="cpu", rebatch=False,
-                  fx=None) -> GroupKernel:
+                  fx=None, bare_gemms="evt") -> GroupKernel:
     gg = group_tree(g, grp, needed, rebatch)
     if sms:
         why = split_k_reason(*_gemm_extents(g, gg), sms) or unaligned_operand_reason(g, gg)
         if why:
             raise Unfusible(why)
     tree = gg.tree
+    if sms and bare_gemms == "torch" and bare_gemm(tree.program):
+        raise Unfusible("the group has nothing to fuse (one output: the accumulator, at most plus a bias): "
+                        "cuBLAS runs this GEMM (backend(bare_gemms='torch'))")
     for name in (gg.a[0], gg.b[0], *gg.inputs.values(), *gg.outputs.values()):
         if trust.get(name, "?"):
             raise Unfusible(trust.get(name) or f"{name} is not a value of the fx graph (the graph passes made it)")
@@ -199,6 +206,25 @@ def unaligned_operand_reason(g, gg) -> str:
                     f"not a multiple of {_ROW_ALIGN}: the evt kernels would copy it or load it element by element, "
                     "so cuBLAS runs this GEMM (pad that dimension to a multiple of 8 to fuse it)")
     return ""
+
+
+# A group whose epilogue is only the accumulator, at most plus a bias, stored once saves no
+# bytes against cuBLAS (whose epilogue adds a bias too) and only swaps cuBLAS's GEMM for evt's:
+# on the H200 such BERT-Large groups took 764.5 µs fused against cuBLAS's 725.0 on the same
+# operands (bench/RESULTS.md, run 73, groups 0, 4, 6, 7, 8). Whether the step gains by sending
+# them to cuBLAS is not measured yet, so backend(bare_gemms="torch") is an option, off.
+_BARE_OPS = frozenset({Op.ACCUM, Op.LOAD, Op.ADD, Op.STORE, Op.SINK, Op.PERMUTE, Op.RESHAPE})
+
+
+def bare_gemm(program) -> bool:
+    """Whether a group's program has nothing to fuse: no reduction, one output, no input but
+    column vectors (a bias), and no op but the accumulator, loads, adds, layout steps and the
+    store."""
+    if program.reductions or len(program.outputs) != 1:
+        return False
+    if any(program.spans(t)[1] or not program.spans(t)[2] for t in program.inputs):
+        return False
+    return all(ins.op in _BARE_OPS for ins in program.instrs)
 
 
 def _gemm_extents(g, gg) -> tuple[int, int, int, int]:

@@ -80,3 +80,52 @@ def test_an_operand_with_rows_off_16_bytes_is_refused_and_aligned_ones_stay_fuse
     assert unaligned_operand_reason(g, NS(a=("h", None), b=("t32", None))) == ""      # 144-byte fp32 rows
     assert unaligned_operand_reason(g, NS(a=("h", None), b=("col", None))) == ""      # one column: no rows to align
     assert "operand B (h)" not in unaligned_operand_reason(g, NS(a=("dlogits", None), b=("h", None)))
+
+
+def test_bare_gemm_is_the_accumulator_at_most_plus_a_bias():
+    """planning.bare_gemm: what backend(bare_gemms="torch") leaves to cuBLAS on a GPU."""
+    import numpy as np
+    import evt_core
+    from evt_core import ops
+    from evt_core.torch.planning import bare_gemm
+    acc, bias, r = np.empty((8, 8), np.float32), np.empty(8, np.float16), np.empty((8, 8), np.float16)
+    out = np.empty((8, 8), np.float16)
+
+    def program(fn, **ins):
+        return evt_core.trace(fn, {"accum": acc, **ins, "D": out}).program
+    assert bare_gemm(program(lambda accum: {"D": accum}))
+    assert bare_gemm(program(lambda accum, bias: {"D": accum + bias}, bias=bias))
+    assert not bare_gemm(program(lambda accum, bias: {"D": ops.relu(accum + bias)}, bias=bias))
+    assert not bare_gemm(program(lambda accum, r: {"D": accum + r}, r=r))             # an (M, N) input
+    assert not bare_gemm(program(lambda accum: {"D": 0.5 * accum}))
+    two = evt_core.trace(lambda accum: {"D": accum, "E": accum}, {"accum": acc, "D": out, "E": out}).program
+    assert not bare_gemm(two)
+    summed = evt_core.trace(lambda accum: {"D": accum, "S": ops.sum(accum, over="M")},
+                            {"accum": acc, "D": out, "S": np.empty(8, np.float32)}).program
+    assert not bare_gemm(summed)
+
+
+def test_bare_gemms_option_is_checked():
+    from evt_core.errors import ArgumentError
+    import evt_core.torch as et
+    assert et.backend(bare_gemms="torch").bare_gemms == "torch"
+    with pytest.raises(ArgumentError, match="bare_gemms='cublas'"):
+        et.backend(bare_gemms="cublas")
+
+
+def test_bare_gemms_torch_leaves_store_only_groups_to_torch_and_trains_like_eager(monkeypatch):
+    """With the GPU rules in force (the SM count patched in, as for CUDA tensors), an MLP's
+    weight-gradient GEMMs, which store the accumulator alone, run as torch ops under
+    bare_gemms="torch", with the reason in the report; the groups with an epilogue stay fused."""
+    import evt_core.torch as et
+    from evt_core.torch import planning
+    from .models import mlp, train_side_by_side
+    monkeypatch.setattr(planning, "_gpu_sms", lambda gm, kernels: 132)
+    et.clear_reports()
+    x = torch.randn(12, 16, generator=torch.Generator().manual_seed(4))
+    history = train_side_by_side(mlp(), x, None, lambda y, _: y.pow(2).mean(),
+                                 et.backend(kernels="numpy", bare_gemms="torch"), steps=2)
+    assert all(ours == pytest.approx(eager, rel=1e-5, abs=1e-6) and diff < 1e-5 for ours, eager, diff in history)
+    (rep,) = et.reports()[-1:]
+    bare = [k for k, why in rep.unfused.items() if "nothing to fuse" in why]
+    assert bare and rep.fused, rep.unfused
