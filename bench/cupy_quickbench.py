@@ -12,17 +12,7 @@ import time
 
 import numpy as np
 
-
-def _profile(call, n, top):
-    """cProfile n calls and print the `top` functions by own time (where host time goes)."""
-    import cProfile
-    import pstats
-    prof = cProfile.Profile()
-    prof.enable()
-    for _ in range(n):
-        call()
-    prof.disable()
-    pstats.Stats(prof).sort_stats("tottime").print_stats(top)
+from bench.host_profile import profile_text
 
 
 def main(shapes=((8192, 3072, 768), (4096, 4096, 4096)), rounds=4):
@@ -77,7 +67,7 @@ def main(shapes=((8192, 3072, 768), (4096, 4096, 4096)), rounds=4):
     host = (time.perf_counter() - t) / 500
     torch.cuda.synchronize()
     print(f"host time per small call (torch in/out): {host * 1e6:.1f} us")
-    _profile(lambda: kern(A, B, bias=bias), 200, 12)
+    print(profile_text(lambda: kern(A, B, bias=bias), 200, 12))
     sys.stdout.flush()
 
 
@@ -191,7 +181,7 @@ def host_overhead(n=2000):
         torch.cuda.synchronize()
         print(f"host time per small call, fast launch={fast}: {host * 1e6:.1f} us")
         if fast == "1":
-            _profile(lambda: kern(A, B, bias=bias), 500, 10)
+            print(profile_text(lambda: kern(A, B, bias=bias), 500, 10))
     os.environ["EVT_CUPY_FAST_LAUNCH"] = "1"
     sys.stdout.flush()
 

@@ -17,7 +17,8 @@ import time
 from collections import deque
 
 
-def _profile(fn, calls, top):
+def profile_text(fn, calls, top):
+    """cProfile `calls` calls of fn: the `top` functions by own time, as text."""
     prof = cProfile.Profile()
     prof.enable()
     for _ in range(calls):
@@ -54,7 +55,7 @@ def cpu_stub(args):
             ts.sort()
             print(f"{label:25s} {ts[0]:7.2f} {ts[len(ts) // 2]:7.2f}")
         for label, fn in calls.items():
-            print(f"===== {label} (cProfile, {args.calls} calls)\n{_profile(fn, args.calls, args.top)}")
+            print(f"===== {label} (cProfile, {args.calls} calls)\n{profile_text(fn, args.calls, args.top)}")
 
 
 def main(argv=None):
@@ -78,7 +79,7 @@ def main(argv=None):
         for _ in range(50):
             kernel(A, B, bias=bias)
         torch.cuda.synchronize()
-        text = _profile(lambda: kernel(A, B, bias=bias), args.calls, args.top)
+        text = profile_text(lambda: kernel(A, B, bias=bias), args.calls, args.top)
         torch.cuda.synchronize()
         print(f"===== {name}: {kernel.run.__self__.stages.get('sm90', '') if hasattr(kernel.run, '__self__') else ''}")
         print(text)

@@ -9,6 +9,7 @@ from evt_core.tree.ops import Op
 from .codegen import sm80, sm90
 from .codegen.plan import N_BROADCAST, N_GENERIC, N_UNIT, N_UNIT_PAIR, Spec, TileConfig
 from ..gpu.fastmath import fast_ops  # noqa: F401  (the shared rule; backend.py imports it from here)
+from ..gpu.reductions import dense_as_workspace
 from ..gpu.sm90 import tma_rows_ok
 from .codegen.sm90_io import ring_holds_aux
 
@@ -136,13 +137,8 @@ def _direct_ok(red, t, bound):
     (L, M, N) order over the kept axes, exactly as the atomic workspace would be."""
     if red.op is Op.MEAN or red.operand.dtype != "float32":
         return False
-    exts = (bound.L, bound.M, bound.N)
-    want, step = [0, 0, 0], 1
-    for ax in (2, 1, 0):
-        if "LMN"[ax] not in red.over:
-            want[ax] = step
-            step *= exts[ax]
-    return all(st == w for st, w, e, ax in zip(t.strides, want, exts, "LMN") if ax not in red.over and e > 1)
+    kept = tuple(1 if ax in red.over else e for ax, e in zip("LMN", (bound.L, bound.M, bound.N)))
+    return dense_as_workspace(t.strides, kept)
 
 
 def _fit_options(program, spec, report):

@@ -21,3 +21,13 @@ def identity_bits(op, negated=False):
     the AMAX of -x, so only two combine operators exist)."""
     value = REDUCTIONS[op].identity
     return struct.unpack("<I", struct.pack("<f", -value if negated else value))[0]
+
+
+def dense_as_workspace(strides, extents):
+    """Whether an output with element strides `strides` on the (L, M, N) frame is laid out as the
+    dense atomic workspace (WL, WM, WN) = `extents` (a reduced axis has extent 1) would be:
+    strides (WM WN, WN, 1) over every axis of extent > 1. Then a kernel's atomics can combine
+    straight into the output, with no workspace and no finishing pass (both backends' direct
+    reductions; which ops may is each backend's rule)."""
+    wl, wm, wn = extents
+    return all(e <= 1 or s == want for e, s, want in zip(extents, strides, (wm * wn, wn, 1)))

@@ -16,7 +16,7 @@ from evt_core.tree.ops import Op
 
 from ..gpu import streams
 from ..gpu.fastmath import chosen_fast_ops
-from ..gpu.reductions import identity_bits
+from ..gpu.reductions import dense_as_workspace, identity_bits
 from . import select
 from .codegen.abi import finish_params, main_params
 from .codegen.finish import THREADS as FINISH_THREADS, finish_source
@@ -273,8 +273,7 @@ def direct_reduction(red, det, extents, strides):
     launch (the cupy backend's direct reductions: one kernel per call fewer for W3 and W4)."""
     if det or red.op not in (Op.SUM, Op.AMAX) or red.operand.dtype != "float32":
         return False
-    wl, wm, wn = extents
-    return all(e <= 1 or s == want for e, s, want in zip(extents, strides, (wm * wn, wn, 1)))
+    return dense_as_workspace(strides, extents)
 
 
 def _workspace_bits(red):

@@ -69,6 +69,7 @@ class SmemLayout:
     and (aux_async) one 64 x bn buffer per tile input, then the mbarriers. The ring has
     STAGES slots, or fewer where the aux buffers need the room (`fits` says whether any ring
     of two slots or more fits)."""
+    aux_ring = False        # (M, N) inputs through the ring: the fragment epilogue's (FragLayout)
 
     def __init__(self, program, bn, deterministic, pingpong=False, aux_async=False, stages=None):
         assert not (pingpong and aux_async), "aux buffers are per 64-row cooperative warpgroup"

@@ -165,17 +165,15 @@ def _producer(layouts, a_batched, b_batched, stages, bn, aux_loads=()):
             f"            sb = sa + {a_bytes}",
             f"            k0 = kb * {sm90.BK}"]
     out += ["            " + x for x in a_loads + b_loads]
-    out += ["            s = s + 1",
-            f"            if s == {stages}:",
-            "                s = 0",
-            "                ph = ph ^ 1"]
+    out += ["            " + x for x in _advance(stages)]
     out += ["        " + x for x in (aux_loads[1] if aux_loads else [])]
     out += ["        tile = tile + cuda.gridDim.x"]
     return out
 
 
-def _advance():
-    return ["s = s + 1", "if s == STAGES_:", "    s = 0", "    ph = ph ^ 1"]
+def _advance(stages):
+    """Ring slot s and phase ph one position on (the producer's and the consumers' step alike)."""
+    return ["s = s + 1", f"if s == {stages}:", "    s = 0", "    ph = ph ^ 1"]
 
 
 def _aux_ring_loads(program, lay):
@@ -184,7 +182,7 @@ def _aux_ring_loads(program, lay):
     positions like k-blocks: wait until the slot is released, expect its full boxes' bytes,
     TMA-load each group's 64 x 64 panel of every input (zero-filled past M and N). So the
     inputs need no buffer of their own and land as the consumers finish the mainloop."""
-    if not getattr(lay, "aux_ring", False):
+    if not lay.aux_ring:
         return None
     ks, stage = lay.ring_inputs, sm90.stage_bytes(lay.bn)
     out = ["# aux_ring: this tile's (M, N) inputs, as the ring positions after its k-blocks"]
@@ -202,7 +200,7 @@ def _aux_ring_loads(program, lay):
                 batched = program.batched and program.spans(program.inputs[k])[0]
                 out.append(f"tma_load_3d({dst}, tmX{x}, {x0}, {y0}, l, fb)" if batched else
                            f"tma_load_2d({dst}, tmX{x}, {x0}, {y0}, fb)")
-        out += [x.replace("STAGES_", str(lay.stages)) for x in _advance()]
+        out += _advance(lay.stages)
     return [f"tmX{x}" for x in range(len(ks))], out
 
 
@@ -212,19 +210,19 @@ def _aux_ring_wait(lay):
     addresses start from), and step s, ph past them. Cooperative warpgroups wait on every ring
     position in order, so no wait can pass on a slot's older phase (mbarrier waits test parity
     only: a wait on position q is sound once q - stages has completed)."""
-    if not getattr(lay, "aux_ring", False):
+    if not lay.aux_ring:
         return []
     out = ["s_aux = s    # aux_ring: the tile's aux stages start at slot s"]
     for _ in range(lay.aux_stages):
         out.append(f"mbar_wait(bars + 8 * s, ph, werr, {WAIT_FULL})")
-        out += [x.replace("STAGES_", str(lay.stages)) for x in _advance()]
+        out += _advance(lay.stages)
     return out
 
 
 def _aux_ring_release(lay):
     """aux_ring, consumer, after the epilogue: its "every pair is staged" barrier ordered every
     read of the aux panels before this, so thread 0 releases the tile's aux slots."""
-    if not getattr(lay, "aux_ring", False):
+    if not lay.aux_ring:
         return []
     out = ["if tid == 0:    # aux_ring: the warpgroup's reads of the tile's aux panels are done"]
     for i in range(lay.aux_stages):
@@ -258,11 +256,8 @@ def _k_loop(layouts, frags, stages, bn):
             for acc, _ in frags]
     out += ["    if (prev >= 0) & (tid == 0):",
             f"        mbar_arrive(bars + 8 * ({stages} + prev))",
-            "    prev = s",
-            "    s = s + 1",
-            f"    if s == {stages}:",
-            "        s = 0",
-            "        ph = ph ^ 1"]
+            "    prev = s"]
+    out += ["    " + x for x in _advance(stages)]
     out += [f"{acc} = wg_wait0({acc})" for acc, _ in frags]
     out += ["if (prev >= 0) & (tid == 0):",
             f"    mbar_arrive(bars + 8 * ({stages} + prev))"]
