@@ -162,7 +162,7 @@ def test_wide_source():
     assert src.count("epi_group(i64(") == 32                      # 32 column groups of 8
     assert module_prelude("float16", False, bn=256).startswith(
         f"from {ef.__package__}.ptx_sm90 import *\nwg_fence, wg_mma, wg_commit, wg_wait1, wg_wait0 = "
-        "wgmma_ops(128, 'f16', False)\nZERO_ACC = (" + ", ".join(["ZERO"] * 128) + ",)")
+        "wgmma_ops(128, 'f16', False)\nacc_undef, wg_tie = undef_accumulators(128), accumulator_tie(128)")
     kmajor = sm90_source(p, "float16", True, False, False, False, False, False, True, fast_ops(p), bn=256)
     assert "tma_load_2d(sb, tmB, k0, n0, fb)" in kmajor              # one box of 256 rows of 64 k
     with pytest.raises(AssertionError):

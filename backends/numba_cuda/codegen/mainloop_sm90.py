@@ -51,14 +51,15 @@ def smem_layout(program, deterministic, pingpong, aux_async, frag, bn=BN_DEFAULT
 
 
 def module_prelude(ab_dtype, b_kmajor, a_kmajor=True, bn=BN_DEFAULT):
-    """Module-level lines of the generated source: the intrinsics and this variant's wgmma
-    (m64n{bn}k16: bn / 2 fp32 accumulators per thread)."""
+    """Module-level lines of the generated source: the intrinsics, this variant's wgmma
+    (m64n{bn}k16: bn / 2 fp32 accumulators per thread), the undefined accumulators a tile starts
+    from (its first wgmma overwrites them) and the no-instruction tie of a second fragment."""
     ab = "bf16" if ab_dtype == "bfloat16" else "f16"
     a_layout = "" if a_kmajor else ", False"
     n_acc = bn // 2
     return (f"from {__package__}.ptx_sm90 import *\n"
             f"wg_fence, wg_mma, wg_commit, wg_wait1, wg_wait0 = wgmma_ops({n_acc}, {ab!r}, {b_kmajor}{a_layout})\n"
-            f"ZERO_ACC = ({', '.join(['ZERO'] * n_acc)},)\n")
+            f"acc_undef, wg_tie = undef_accumulators({n_acc}), accumulator_tie({n_acc})\n")
 
 
 def sm90_source(program, ab_dtype, b_kmajor, a_batched, b_batched, deterministic, pingpong=False,
@@ -236,7 +237,9 @@ def _k_loop(layouts, frags, stages, bn):
     [(accumulator tuple, byte offset of its 64 rows of A inside a stage: the same in both A
     layouts)], each one m64n{bn} wgmma per k16 step (the B descriptor is the same for both
     widths: a K-major B's rows are SBO apart, an N-major B's 64-column panels LBO apart). A
-    slot is released one k-block late (wait_group 1 keeps one wgmma group in flight)."""
+    slot is released one k-block late (wait_group 1 keeps one wgmma group in flight). The
+    tile's first k16 step has scale_d 0 (kb == 0: the accumulators come in undefined); one
+    fence and one wait serve every fragment, the others are only tied beside them (wg_tie)."""
     a_kmajor, b_kmajor = layouts
     stage = sm90.stage_bytes(bn)
     a_bytes = sm90.a_stage_bytes()
@@ -247,18 +250,20 @@ def _k_loop(layouts, frags, stages, bn):
            f"    mbar_wait(bars + 8 * s, ph, werr, {WAIT_FULL})   # TMA filled slot s",
            f"    sa = sbase + s * {stage}",
            f"    sb = sa + {a_bytes}"]
-    out += [f"    {acc} = wg_fence({acc})" for acc, _ in frags]
+    def once(op, ind, note=""):
+        return [f"{ind}{acc} = {op if i == 0 else 'wg_tie'}({acc}){note if i == 0 else ''}"
+                for i, (acc, _) in enumerate(frags)]
+    out += once("wg_fence", "    ")
     for k in range(sm90.K16_STEPS):
         out += [f"    {acc} = wg_mma({acc}, wgmma_desc(sa + {a_off} + {ka * k}, {la}, {sa_}), "
-                f"wgmma_desc(sb + {kb_ * k}, {lb}, {sb_}))" for acc, a_off in frags]
+                f"wgmma_desc(sb + {kb_ * k}, {lb}, {sb_}), {'kb' if k == 0 else 1})" for acc, a_off in frags]
     out += ["    wg_commit()"]
-    out += [f"    {acc} = wg_wait1({acc})    # the previous k-block's wgmma is done: release its slot"
-            for acc, _ in frags]
+    out += once("wg_wait1", "    ", "    # the previous k-block's wgmma is done: release its slot")
     out += ["    if (prev >= 0) & (tid == 0):",
             f"        mbar_arrive(bars + 8 * ({stages} + prev))",
             "    prev = s"]
     out += ["    " + x for x in _advance(stages)]
-    out += [f"{acc} = wg_wait0({acc})" for acc, _ in frags]
+    out += once("wg_wait0", "")
     out += ["if (prev >= 0) & (tid == 0):",
             f"    mbar_arrive(bars + 8 * ({stages} + prev))"]
     return out
@@ -275,7 +280,7 @@ def _consumer(program, layouts, deterministic, lay, epilogue, tile_loads):
            "tile = cuda.blockIdx.x",
            "while tile < tiles:"]
     out += _tile_coords("    ", lay.bn)
-    out.append("    acc = ZERO_ACC")
+    out.append("    acc = acc_undef()")
     out += ["    " + x for x in tile_loads + aux_copy_lines(program, lay)]
     out += ["    " + x for x in _k_loop(layouts, [("acc", f"wg * {sm90.A_HALF_BYTES}")], lay.stages, lay.bn)]
     out += ["    " + x for x in _aux_ring_wait(lay)]
@@ -301,8 +306,8 @@ def _consumer_pingpong(program, layouts, deterministic, lay, epilogue, tile_load
            "while tile < tiles:"]
     out += _tile_coords("    ", lay.bn)
     out += ["    " + x for x in tile_loads]
-    out += ["    acc0 = ZERO_ACC",
-            "    acc1 = ZERO_ACC",
+    out += ["    acc0 = acc_undef()",
+            "    acc1 = acc_undef()",
             "    if it > 0:",
             "        named_bar_sync(3 + wg, 256)    # the other warpgroup's previous mainloop is done",
             "    pos = it * ktiles    # the tile's first ring position (u32: it, ktiles < 2^16 in practice)",

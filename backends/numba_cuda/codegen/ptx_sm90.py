@@ -291,11 +291,32 @@ def _tied(n, text):
     return fn
 
 
+def undef_accumulators(n_acc):
+    """An intrinsic () -> UniTuple(float32, n_acc) of undefined values: a tile's accumulators
+    before its first wgmma, which overwrites them (scale_d 0), so nothing has to zero them."""
+    tup = types.UniTuple(types.float32, n_acc)
+
+    @intrinsic
+    def undef(typingctx):
+        def codegen(context, builder, sig, args):
+            return context.get_constant_undef(sig.return_type)
+        return tup(), codegen
+    return undef
+
+
+def accumulator_tie(n_acc):
+    """An intrinsic acc -> acc emitting no instruction: it ties a second fragment's accumulators
+    in place next to the one fence or wait that serves the whole warpgroup (a wgmma.fence or
+    wait_group orders every register of the warpgroup, so ping-pong's two fragments need one)."""
+    return _tied(n_acc, "")
+
+
 def wgmma_ops(n_acc, ab, b_kmajor, a_kmajor=True):
     """(fence, mma, commit, wait1, wait0) for m64n(2 n_acc)k16 with fp32 accumulate: mma(acc,
-    desc_a, desc_b) -> acc, A K-major or M-major (imm-trans-a 1), B K-major or N-major
-    (imm-trans-b 1). scale-d is 1: the
-    accumulators start from zeros, which also makes K == 0 give zeros."""
+    desc_a, desc_b, scale_d) -> acc, A K-major or M-major (imm-trans-a 1), B K-major or N-major
+    (imm-trans-b 1). scale_d == 0 writes A·B over whatever acc holds (the tile's first k16 step:
+    no zeroed accumulators, so none of the 64-128 register moves before the first wgmma);
+    otherwise it accumulates. bind refuses K == 0, so every tile has a first step."""
     bn = 2 * n_acc
     regs = ",".join(f"${i}" for i in range(n_acc))
     text = (f"{{ .reg .pred p; setp.ne.b32 p, ${n_acc + 2}, 0; "
@@ -304,14 +325,14 @@ def wgmma_ops(n_acc, ab, b_kmajor, a_kmajor=True):
     tup = types.UniTuple(types.float32, n_acc)
 
     @intrinsic
-    def mma(typingctx, acc, da, db):
+    def mma(typingctx, acc, da, db, scale_d):
         def codegen(context, builder, sig, args):
             vals = [builder.extract_value(args[0], i) for i in range(n_acc)]
             st = ir.LiteralStructType([_F32] * n_acc)
             cons = ",".join(["=f"] * n_acc + ["l", "l", "r"] + [str(i) for i in range(n_acc)] + ["~{memory}"])
-            r = _asm(builder, st, text, cons, [args[1], args[2], ir.Constant(_I32, 1)] + vals)
+            r = _asm(builder, st, text, cons, [args[1], args[2], _u32(builder, args[3])] + vals)
             return context.make_tuple(builder, sig.return_type, [builder.extract_value(r, i) for i in range(n_acc)])
-        return tup(tup, i64, i64), codegen
+        return tup(tup, i64, i64, i64), codegen
 
     fence = _tied(n_acc, "wgmma.fence.sync.aligned;")
     wait1 = _tied(n_acc, "wgmma.wait_group.sync.aligned 1;")
