@@ -7,7 +7,10 @@ Back to back, a call's host time includes any wait for room in the launch queue,
 max(host cost, GPU time per kernel); the "alone" column times each call into an idle GPU
 (synchronized before the clock starts), which is the host cost by itself, and "GPU" is the
 kernel's own time from CUDA events around 200 launches captured in one CUDA graph.
-Where "back to back" exceeds "alone", the GPU is what limits the repeated call."""
+Where "back to back" exceeds "alone", the GPU is what limits the repeated call.
+
+The host's clock drifts within seconds, so the rows are timed in `--rounds` interleaved rounds
+(each row once per round, in turn) and each column is the median over rounds."""
 import argparse
 import time
 
@@ -94,7 +97,8 @@ def cupy_tile_rows(tree, A, B, bias):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--calls", type=int, default=2000)
+    ap.add_argument("--calls", type=int, default=2000, help="calls per row, over all rounds")
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds")
     ap.add_argument("--cupy-tiles", action="store_true",
                     help="also a row per candidate tile of the cupy kernel, forced")
     args = ap.parse_args(argv)
@@ -110,11 +114,17 @@ def main(argv=None):
         rows.append((f"evt {name} kernel(A, B, bias=...)", lambda k=kernel: k(A, B, bias=bias)))
     if args.cupy_tiles:
         rows += cupy_tile_rows(tree, A, B, bias)
-    print(f"{'call':45s} {'host us/call':>13s} {'incl. sync':>11s} {'alone':>7s} {'GPU':>6s}   ({args.calls} calls, 128^3 fp16, "
-          f"{torch.cuda.get_device_name()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})")
+    print(f"{'call':45s} {'host us/call':>13s} {'incl. sync':>11s} {'alone':>7s} {'GPU':>6s}   ({args.calls} calls in "
+          f"{args.rounds} interleaved rounds, medians; 128^3 fp16, {torch.cuda.get_device_name()}, "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})")
+    per_round = max(args.calls // args.rounds, 1)
+    samples = {label: [] for label, _ in rows}
+    for _ in range(args.rounds):
+        for label, fn in rows:
+            samples[label].append((*per_call_us(fn, per_round, torch), alone_us(fn, max(per_round // 4, 1), torch)))
     for label, fn in rows:
-        host, wall = per_call_us(fn, args.calls, torch)
-        alone, gpu = alone_us(fn, 500, torch), gpu_us(fn, torch)
+        host, wall, alone = np.median(np.array(samples[label]), axis=0)
+        gpu = gpu_us(fn, torch)
         print(f"{label:45s} {host:13.1f} {wall:11.1f} {alone:7.1f} {'n/a' if gpu is None else f'{gpu:.1f}':>6s}")
 
 

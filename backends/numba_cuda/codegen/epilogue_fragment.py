@@ -222,14 +222,17 @@ class _Writer:
             out += ["if tid == 0:", "    bulk_wait_read0()   # this warpgroup's previous stores have read its staging",
                     "named_bar_sync(1 + wg, 128)"]
         rh = "" if pp else f" + wg * {lay.panels * PANEL_BYTES}"
-        out += [f"obase{k} = sbase + {off}{rh} + (16 * w + fg) * 128 + 4 * fq    # {t.name}"
+        # the staging and vector addresses below are loop-invariant: through per_tile they are
+        # computed per tile, where LLVM would hoist all 64-128 of them out of the tile loop
+        out.append("tbase = per_tile(sbase)")
+        out += [f"obase{k} = tbase + {off}{rh} + (16 * w + fg) * 128 + 4 * fq    # {t.name}"
                 for k, (off, t) in enumerate(zip(lay.outs, self.p.outputs))]
         if self.copied:
             out.append(f"arow = (16 * w + fg) * {AUX_PITCH} + 2 * fq")
         out += self._ring_panels()
         if self._need_n():
             out.append("nlim = N - n0 - 2 * fq    # this thread's columns 8 j + e are in range while 8 j + e < nlim")
-        out += [f"vrow{k} = sbase + {off} + wg * {lay.vec_bytes} + 8 * fq    # {self.p.inputs[k].name}: "
+        out += [f"vrow{k} = tbase + {off} + wg * {lay.vec_bytes} + 8 * fq    # {self.p.inputs[k].name}: "
                 "this thread's column pair of group 0" for k, off in lay.vecs.items()]
         if self._need_m():
             for h, r in self.rows:

@@ -222,6 +222,17 @@ named_bar_arrive = _void_intrinsic("bar.arrive $0, $1;", "r,r,~{memory}", 2, {0,
 
 
 @intrinsic
+def per_tile(typingctx, v):
+    """`v` (a 32-bit value) through a volatile move, so LLVM sees a new value each time this
+    runs: what is derived from it (the epilogue's 64-128 shared-memory addresses) is computed
+    in the tile loop instead of hoisted out of it and kept live across the mainloop, beside
+    the accumulators, where it spilled (ping-pong W1: 39 STL, 43 LDL)."""
+    def codegen(context, builder, sig, args):
+        return builder.zext(_asm(builder, _I32, "mov.b32 $0, $1;", "=r,r", [_u32(builder, args[0])]), _I64)
+    return i64(i64), codegen
+
+
+@intrinsic
 def warp_uniform(typingctx, v):
     """`v` (equal across the warp) broadcast from lane 0 with shfl.sync, so ptxas can keep it and
     everything derived from it on the uniform datapath (CUTLASS does the same for the warpgroup
