@@ -22,6 +22,7 @@ _lock = threading.Lock()
 
 SM90_SCHEDULES = ("auto", "pingpong", "cooperative")
 SM90_EPILOGUES = ("auto", "fragment", "staged")
+SM90_TILE_NS = ("auto", 128, 256)
 
 
 class NumbaCudaBackend(Backend):
@@ -54,6 +55,13 @@ class NumbaCudaBackend(Backend):
         # the mainloop's ring after each tile's k-blocks (select.sm90_aux_ring); False copies
         # them with cp.async into buffers of their own (what fp32 inputs always take)
         "aux_ring": True,
+        # the sm90 kernel's tile width: 128 (128 x 128 tiles), 256 (128 x 256, m64n256k16) wherever
+        # the kernel kind can take it: the cooperative schedule (256 with sm90_schedule="auto"
+        # picks it), the fragment epilogue, (M, N) inputs through the ring, no column or
+        # whole-tile reduction (select.sm90_wide_tile_refusal); elsewhere a call falls back to
+        # 128 and kernel.stages["sm90"] says why. "auto": 256 only for the kinds and problems
+        # measured to pay (select.sm90_tile_n). For A/B measurements of the width.
+        "sm90_tile_n": "auto",
     }
 
     def available(self):
@@ -82,6 +90,9 @@ class NumbaCudaBackend(Backend):
             return Support(False, f"option fast_math={options['fast_math']!r} is not 'auto', True or False")
         if options.get("aux_ring", True) not in (True, False):
             return Support(False, f"option aux_ring={options['aux_ring']!r} is not True or False")
+        tile_n = options.get("sm90_tile_n", "auto")
+        if isinstance(tile_n, bool) or tile_n not in SM90_TILE_NS:
+            return Support(False, f"option sm90_tile_n={tile_n!r} is not one of {SM90_TILE_NS}")
         if options.get("sm90_epilogue", "auto") not in SM90_EPILOGUES:
             return Support(False, f"option sm90_epilogue={options['sm90_epilogue']!r} is not one of {SM90_EPILOGUES}")
         return Support.yes()

@@ -37,6 +37,8 @@ class Runner:
         self.epilogue = options.get("sm90_epilogue", "auto")
         self.fast = chosen_fast_ops(program, options.get("fast_math", "auto"))
         self.aux_ring = bool(options.get("aux_ring", True))
+        tile_n = options.get("sm90_tile_n", "auto")
+        self.tile_n = tile_n if tile_n == "auto" else int(tile_n)
         self._fns = {}
         self._ws = {}
         self._plans = {}      # call signature -> _Plan (bind's checks passed for it once)
@@ -50,7 +52,7 @@ class Runner:
         """The mainloop variant of this call (select.variant: which and why); records the sm90
         choice or fallback reason under kernel.stages["sm90"]."""
         chosen, note = select.variant(b, a_ptr, b_ptr, self.force_simt, self.sm90, self.schedule, self.p, in_ptrs,
-                                      self.det, out_ptrs, self.epilogue, self.fast, self.aux_ring)
+                                      self.det, out_ptrs, self.epilogue, self.fast, self.aux_ring, self.tile_n)
         if note is not None:
             self.stages["sm90"] = note
         return chosen

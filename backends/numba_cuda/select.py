@@ -27,6 +27,7 @@ from evt_core.errors import KernelCompileError
 from evt_core.tree.ops import Op
 
 from ..gpu import sm90
+from ..gpu.reductions import ROW, reduction_kind
 from .codegen import epilogue_fragment
 from .codegen.frag_layout import FragLayout
 from .codegen.epilogue_sm90 import SmemLayout, tile_inputs
@@ -41,7 +42,7 @@ def simulator():
 
 
 def variant(b, a_ptr, b_ptr, force_simt, use_sm90, schedule="auto", program=None, in_ptrs=(), deterministic=False,
-            out_ptrs=(), epilogue="auto", fast=(), aux_ring=True):
+            out_ptrs=(), epilogue="auto", fast=(), aux_ring=True, tile_n="auto"):
     """(variant, note): note is what kernel.stages["sm90"] records for this call (the sm90
     kernel's description, or why the call falls back to mma.sync), None when sm90 is off.
     a_ptr, b_ptr: the device addresses the sm90 kernel's tensor maps would read. schedule: the
@@ -50,7 +51,9 @@ def variant(b, a_ptr, b_ptr, force_simt, use_sm90, schedule="auto", program=None
     sm90_aux_async and sm90_fragment; epilogue: "auto" (the fragment epilogue where
     sm90_fragment holds), "fragment" (wherever the call allows it) or "staged"; fast: the
     instructions the fragment epilogue spells with MUFU approximations; aux_ring: the option
-    (False keeps (M, N) inputs on cp.async copies)."""
+    (False keeps (M, N) inputs on cp.async copies); tile_n: the sm90_tile_n option ("auto",
+    128 or 256: sm90_tile_n; 256 under schedule "auto" takes the cooperative schedule where
+    that kind can run 256-wide tiles, else leaves the schedule as "auto" has it)."""
     if simulator() or force_simt or b.dtype == "float32":
         return ("simt", b.dtype), None
     note = None
@@ -58,20 +61,32 @@ def variant(b, a_ptr, b_ptr, force_simt, use_sm90, schedule="auto", program=None
         why = sm90_refusal(b, a_ptr, b_ptr, driver.compute_capability())
         if why is None:
             kmajor = b_kmajor(b)
+
+            def kind(pp):
+                """(fragment epilogue, (M, N) inputs copied by cp.async, through the ring) under pp."""
+                frag = epilogue != "staged" and sm90_fragment(b, program, in_ptrs, out_ptrs, pp, deterministic,
+                                                              measured=epilogue == "auto", fast=fast)
+                aux = (not pp and bool(tile_inputs(program))) if frag else \
+                    (not pp and sm90_aux_async(b, program, in_ptrs, deterministic))
+                ring = bool(frag and aux and aux_ring and sm90_aux_ring(program, deterministic))
+                return frag, aux and not ring, ring
             pp = schedule == "pingpong" or (schedule == "auto" and sm90_pingpong(b, program))
-            frag = epilogue != "staged" and sm90_fragment(b, program, in_ptrs, out_ptrs, pp, deterministic,
-                                                          measured=epilogue == "auto", fast=fast)
+            frag, aux, ring = kind(pp)
             if frag and pp and schedule == "auto" and _fragment_spills_in_pingpong(program):
                 pp = False
-                frag = sm90_fragment(b, program, in_ptrs, out_ptrs, pp, deterministic, epilogue == "auto", fast)
-            aux = (not pp and bool(tile_inputs(program))) if frag else \
-                (not pp and sm90_aux_async(b, program, in_ptrs, deterministic))
-            ring = bool(frag and aux and aux_ring and sm90_aux_ring(program, deterministic))
-            aux = aux and not ring
+                frag, aux, ring = kind(pp)
+            refused = None      # why sm90_tile_n=256 is not taken
+            if pp and schedule == "auto" and tile_n == BN_WIDE:    # cooperative where that kind takes 256
+                coop = kind(False)
+                refused = sm90_wide_tile_refusal(program, False, coop[0], deterministic, coop[2])
+                if refused is None:
+                    pp, (frag, aux, ring) = False, coop
             akm = sm90.a_kmajor(b.a_strides)
-            bn = sm90_tile_n(b, program, pp, frag, deterministic)
+            bn = sm90_tile_n(b, program, pp, frag, deterministic, ring, tile_n)
+            if tile_n == BN_WIDE and bn != BN_WIDE:
+                refused = refused or sm90_wide_tile_refusal(program, pp, frag, deterministic, ring)
             return (("sm90", b.dtype, kmajor, b.a_strides[0] != 0, b.b_strides[0] != 0, pp, aux, frag, akm, bn, ring),
-                    sm90_description(b, kmajor, pp, aux, frag, akm, bn, ring))
+                    sm90_description(b, kmajor, pp, aux, frag, akm, bn, ring, refused))
         note = f"fallback to the mma.sync kernel: {why}"
     a_layout = _tc_layout(b.a_strides[2], b.a_strides[1])
     b_layout = _tc_layout(b.b_strides[1], b.b_strides[2])
@@ -161,34 +176,70 @@ WIDE_TILE_MIN_K = 4096        # the big-K weight gradients measured
 WIDE_TILE_MIN_FILL = 0.7      # 128 x 256 tiles per SM the grid needs at least
 
 
-def sm90_tile_n(b, program, pingpong, frag, deterministic):
+def sm90_tile_n(b, program, pingpong, frag, deterministic, aux_ring=False, choice="auto"):
     """The tile width of an sm90 call: BN_WIDE (128 x 256, m64n256k16, 128 fp32 accumulators
-    per thread) where the kernel kind can run it (sm90_wide_tile_fits) and the problem is one
-    where it was measured to pay (sm90_wide_tile_pays); everything else BN_DEFAULT (128 x 128)."""
-    wide = sm90_wide_tile_fits(program, pingpong, frag, deterministic) and sm90_wide_tile_pays(b)
-    return BN_WIDE if wide else BN_DEFAULT
+    per thread) or BN_DEFAULT (128 x 128). choice, the sm90_tile_n option: 128 always gives
+    128; 256 gives 256 wherever the kernel kind can run it (sm90_wide_tile_fits), else 128
+    (kernel.stages["sm90"] says why: a per-call fallback like the mma.sync one, since the kind
+    depends on the call's strides and alignment); "auto" gives 256 only where the kind can run
+    it, is one measured at that width (_wide_tile_measured) and the problem is one where it was
+    measured to pay (sm90_wide_tile_pays). aux_ring: the call's (M, N) inputs go through the
+    ring (select.sm90_aux_ring; copied inputs keep 128)."""
+    if choice == BN_DEFAULT or not sm90_wide_tile_fits(program, pingpong, frag, deterministic, aux_ring):
+        return BN_DEFAULT
+    if choice == BN_WIDE:
+        return BN_WIDE
+    return BN_WIDE if _wide_tile_measured(program) and sm90_wide_tile_pays(b) else BN_DEFAULT
 
 
-def sm90_wide_tile_fits(program, pingpong, frag, deterministic):
-    """Whether a kernel kind can take 128 x 256 tiles:
+def sm90_wide_tile_fits(program, pingpong, frag, deterministic, aux_ring=False):
+    """Whether a kernel kind can take 128 x 256 tiles (sm90_wide_tile_refusal says why not)."""
+    return sm90_wide_tile_refusal(program, pingpong, frag, deterministic, aux_ring) is None
+
+
+def sm90_wide_tile_refusal(program, pingpong, frag, deterministic, aux_ring=False):
+    """None when a kernel kind can take 128 x 256 tiles, else why not:
     - the cooperative schedule: a ping-pong warpgroup holds a whole tile, 256 accumulators per
       thread at this width;
     - the fragment epilogue: the staged one's fp32 staging (2 x 64 x 264 x 4 B = 132 KB) leaves
       no room for a ring of 48 KB slots;
-    - no (M, N) input: the epilogues measured load none, and its staged rows are 128 wide;
-    - no reduction: none was measured at this width (a column reduction builds without
-      spills, but its partial slots and combines would run untested on the GPU);
+    - (M, N) inputs only through the ring (aux_ring, 16-bit): a cp.async copy's padded rows are
+      128 wide. A 128 x 256 tile's input is 8 panels of 8 KB, six per 48 KB slot, so it takes
+      two ring positions after the tile's k-blocks (sm90.aux_ring_geometry), and the ring
+      needs one more (sm90.ring_holds_aux);
+    - reductions over N only (row sums and maxima, MEAN): a row's partial covers the thread's
+      64 columns of the 256 and combines across the quad and into global memory as at 128. A
+      column or whole-tile reduction (4 KB of column partials per warpgroup) builds, but its
+      combines at this width would run untested on the GPU;
     - a ring of three slots or more beside the epilogue's buffers: a 128 x 256 16-bit output's
       staging takes 64 KB, so one output leaves three 48 KB slots of the H200's 227 KB, two
-      outputs not even two.
-    The kinds left (one 16-bit output; column and row vectors, scalars) built for sm_90a on the
-    CPU without LDL/STL beside the 128 accumulators (a bare store, bias + relu, bias + gelu_tanh,
-    bias + erf gelu, row scale x column bias; test_sm90_codegen.py keeps three of them
-    checked), so no kind is excluded for spilling."""
-    if pingpong or not frag or program is None or tile_inputs(program) or program.reductions:
-        return False
-    lay = FragLayout(program, BN_WIDE, deterministic, False)
-    return lay.fits and lay.stages >= 3
+      outputs not even two (W4, one fp16 output, a bias and an fp16 residual through the ring:
+      3 x 48 KB + 64 KB + 2 KB of bias slices + barriers = 216,112 of 232,448 bytes).
+    The kinds left built for sm_90a on the CPU with no LDL/STL and 168 registers beside the 128
+    accumulators (test_sm90_codegen.py: a bare store, an M-major A, bias + gelu_tanh, and W4's
+    layer-norm statistics: a column vector, an fp16 (M, N) input through the ring, two fp32 row
+    sums), so no kind is excluded for spilling."""
+    if pingpong:
+        return "the ping-pong schedule (256 accumulators per thread)"
+    if not frag or program is None:
+        return "the staged epilogue (its fp32 staging leaves no room for a ring)"
+    if tile_inputs(program) and not aux_ring:
+        return "(M, N) inputs copied by cp.async (128-wide rows; 16-bit inputs with aux_ring=True take the ring)"
+    kinds = {reduction_kind(r) for r in program.reductions}
+    if kinds - {ROW}:
+        return "a column or whole-tile reduction (not run at this width)"
+    lay = FragLayout(program, BN_WIDE, deterministic, False, aux_ring=aux_ring)
+    if not (lay.fits and lay.stages >= 3):
+        return (f"shared memory: {len(program.outputs)} output(s) of 64 KB staging leave no ring of three "
+                "48 KB slots" + (" beside the (M, N) inputs' ring positions" if lay.aux_ring else ""))
+    return None
+
+
+def _wide_tile_measured(program):
+    """The kinds "auto" gives 128 x 256 tiles: those measured at that width (no (M, N) input and
+    no reduction: the weight gradients of sm90_wide_tile_pays). The others (an (M, N) input
+    through the ring, row reductions) take it only by sm90_tile_n=256 until measured."""
+    return not tile_inputs(program) and not program.reductions
 
 
 def sm90_wide_tile_pays(b):
@@ -288,9 +339,12 @@ def sm90_aux_ring(program, deterministic):
     return lay.fits and lay.stages >= 3
 
 
-def sm90_description(b, kmajor, pingpong, aux_async=False, frag=False, a_kmajor=True, bn=BN_DEFAULT, aux_ring=False):
+def sm90_description(b, kmajor, pingpong, aux_async=False, frag=False, a_kmajor=True, bn=BN_DEFAULT, aux_ring=False,
+                     wide_refused=None):
+    """wide_refused: why sm90_tile_n=256 was not taken (sm90_wide_tile_refusal), said after the tile."""
     tiles = b.L * tile_count(b.M, sm90.BM) * tile_count(b.N, bn)
-    return (f"sm_90a warp-specialised kernel: {b.dtype}, tile {sm90.BM}x{bn}x{sm90.BK}, "
+    refused = f" (sm90_tile_n=256 not taken: {wide_refused})" if wide_refused else ""
+    return (f"sm_90a warp-specialised kernel: {b.dtype}, tile {sm90.BM}x{bn}x{sm90.BK}{refused}, "
             f"{'ping-pong' if pingpong else 'cooperative'} schedule, A {'K' if a_kmajor else 'M'}-major, B {'K' if kmajor else 'N'}-major, "
             f"{'epilogue on the fragments with TMA-stored outputs' if frag else 'staged epilogue'}, "
             f"{'(M, N) inputs staged by cp.async, ' if aux_async else ''}"

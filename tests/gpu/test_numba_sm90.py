@@ -352,3 +352,48 @@ def test_wide_tile_by_the_rule(M, N, K):
     tree, A, B, inputs = _wide_case("bare", 0, M, N, K, "float16", "plain")
     stage = _run(tree, np.asfortranarray(A), B, inputs, f"weight gradient {M}x{N}x{K}")
     assert "tile 128x256x64" in stage and "cooperative schedule" in stage and "A M-major, B N-major" in stage, stage
+
+
+def _layernorm_stats(accum, bias, r):
+    y = accum + bias + r
+    return {"y": y, "y_sum": ops.sum(y, over="N"), "y_sqsum": ops.sum(y * y, over="N")}
+
+
+def _wide_w4(L, M, N, K, ab):
+    """(tree, A, B, inputs) of bench's W4 (a bias, an (M, N) residual, y and its two row sums)."""
+    _, A, B, _ = case("activations", L, M, N, K, ab=ab)
+    rng = np.random.default_rng(3)
+    lead = (L,) if L else ()
+    inputs = {"bias": (rng.integers(-8, 8, N) / 4).astype(DTYPES[ab]),
+              "r": rng.integers(-3, 4, lead + (M, N)).astype(DTYPES[ab])}
+    ex = {"accum": np.empty(lead + (M, N), np.float32), **inputs, "y": np.empty(lead + (M, N), DTYPES[ab]),
+          **{k: np.empty(lead + (M,), np.float32) for k in ("y_sum", "y_sqsum")}}
+    return evt_core.trace(_layernorm_stats, ex), A, B, inputs
+
+
+@pytest.mark.parametrize("det", [False, True])
+@pytest.mark.parametrize("ab", ["float16", "bfloat16"])
+@pytest.mark.parametrize("shape", WIDE_SHAPES + [(0, 2000, 1032, 40)], ids=lambda s: "x".join(map(str, s)))
+def test_wide_tile_ring_row_sums(shape, ab, det):
+    """W4's tree at 128 x 256 by sm90_tile_n=256: the residual's eight panels TMA-loaded into two
+    ring positions after each tile's k-blocks (a 3-slot ring), zero-filled past M and N, 3-D
+    maps for a batched residual, and two fp32 row sums over 256 columns (atomic or
+    deterministic partials, one slot per 256-wide tile)."""
+    tree, A, B, inputs = _wide_w4(*shape, ab)
+    stage = _run(tree, A, B, inputs, f"W4 wide {ab} {shape} det={det}", deterministic=det, sm90_tile_n=256)
+    assert "tile 128x256x64" in stage and "cooperative schedule" in stage, stage
+    assert "TMA-loaded through the ring" in stage or shape[1] == 1, stage     # M = 1: r is a column vector
+
+
+@pytest.mark.parametrize("ctas", [1, 3])
+def test_wide_tile_ring_many_tiles_per_cta(monkeypatch, ctas):
+    """1 or 3 CTAs over 8 x 4 tiles of 128 x 256 (sm_count forced): the 3-slot ring wraps with
+    k-blocks and two aux stages interleaved, tile after tile, across repeated calls."""
+    from evt_backends.numba_cuda.runtime import launch_sm90
+    monkeypatch.setattr(launch_sm90, "sm_count", lambda: ctas)
+    tree, A, B, inputs = _wide_w4(0, 1000, 1000, 328, "float16")
+    k = evt_core.compile(tree, backend="numba_cuda", sm90=True, sm90_tile_n=256)
+    ref = evt_core.interpret(tree, A, B, **inputs)
+    for i in range(3):
+        compare(k(A, B, **inputs), ref, f"W4 wide, {ctas} CTAs, call {i}")
+    assert "tile 128x256x64" in k.stages["sm90"] and "32 tiles" in k.stages["sm90"], k.stages["sm90"]

@@ -116,6 +116,10 @@ def programs():
                                       False, 128, True),
         "frag_ring_two_inputs_batched": (ln_back, "float16", True, True, True, False, False, False, True, True,
                                          False, 128, True),
+        # W4 at 128 x 256 (sm90_tile_n=256): the residual's 8 panels in two ring positions after
+        # the k-blocks of a 3-slot ring, 2 x 2 bias values per thread, two row sums over 256 columns
+        "wide_ring_layernorm_stats": (ln_stats, "float16", False, False, False, False, False, False, True, True,
+                                      False, 256, True),
     }
 
 

@@ -49,18 +49,23 @@ def _producer_loads(program, lay, s0):
     return maps, loads, expects, env["s"], env["ph"]
 
 
-@pytest.mark.parametrize("n_inputs", [1, 2, 3])
+# (inputs, tile width): at 128 x 256 one input's 8 panels take two 48 KB positions of a 3-slot
+# ring; two inputs would take three (ring_holds_aux wants a fourth slot: no room beside the output)
+SHAPES = [(1, 128), (2, 128), (3, 128), (1, 256)]
+
+
+@pytest.mark.parametrize("n_inputs,bn", SHAPES)
 @pytest.mark.parametrize("s0", [0, 2, 4])
-def test_epilogue_reads_what_the_producer_loaded(n_inputs, s0):
+def test_epilogue_reads_what_the_producer_loaded(n_inputs, bn, s0):
     from evt_backends.numba_cuda.codegen.epilogue_fragment import _Writer
     from evt_backends.numba_cuda.codegen.frag_layout import FragLayout
     p = _program(n_inputs)
-    lay = FragLayout(p, 128, False, False, aux_ring=True)
-    assert lay.aux_ring and lay.fits and not lay.aux
+    lay = FragLayout(p, bn, False, False, aux_ring=True)
+    assert lay.aux_ring and lay.fits and not lay.aux and lay.stages >= 3
     s0 %= lay.stages
     maps, loads, expects, s_end, ph_end = _producer_loads(p, lay, s0)
     assert maps == [f"tmX{x}" for x in range(n_inputs)]
-    stage = sm90.stage_bytes(128)
+    stage = sm90.stage_bytes(bn)
     # every load stays inside its stage, and each stage expects exactly the bytes loaded into it
     per_bar = {}
     for tm, dst, x, y, fb in loads:
@@ -75,7 +80,7 @@ def test_epilogue_reads_what_the_producer_loaded(n_inputs, s0):
         for y in range(64):
             for x in range(64):
                 landed[(int(tm[3:]), y0 + y, x0 + x)] = _swizzled(dst, y, x)
-    assert len(landed) == n_inputs * 128 * 128
+    assert len(landed) == n_inputs * 128 * bn
     ring = _Writer(p, lay, ["acc"], False).ring
     lines = _Writer(p, lay, ["acc"], False)._ring_panels()
     for wg in range(2):
@@ -83,7 +88,7 @@ def test_epilogue_reads_what_the_producer_loaded(n_inputs, s0):
             w, fg, fq = tid // 32, (tid % 32) // 4, tid % 4
             env = _run(lines, {"wg": wg, "w": w, "fg": fg, "fq": fq, "s_aux": s0, "sbase": 0})
             for x, k in enumerate(ring):
-                for j in range(16):
+                for j in range(bn // 8):
                     for r in range(2):
                         for e in range(2):
                             at = env[f"apan{k}_{j // 8}"] + 1024 * r + (fg ^ (j & 7)) * 16 + 2 * e
@@ -91,11 +96,12 @@ def test_epilogue_reads_what_the_producer_loaded(n_inputs, s0):
                             assert landed[(x, row, col)] == at, (x, wg, tid, j, r, e)
 
 
-def test_consumer_waits_and_releases_each_aux_stage_once():
+@pytest.mark.parametrize("n_inputs,bn", [(2, 128), (1, 256)])
+def test_consumer_waits_and_releases_each_aux_stage_once(n_inputs, bn):
     from evt_backends.numba_cuda.codegen.frag_layout import FragLayout
     from evt_backends.numba_cuda.codegen.mainloop_sm90 import _aux_ring_release, _aux_ring_wait
-    p = _program(2)
-    lay = FragLayout(p, 128, False, False, aux_ring=True)
+    p = _program(n_inputs)
+    lay = FragLayout(p, bn, False, False, aux_ring=True)
     assert lay.aux_stages == 2
     for s0 in range(lay.stages):
         for ph in (0, 1):
@@ -122,3 +128,22 @@ def test_select_takes_the_ring_for_16_bit_inputs_that_fit():
     copied = FragLayout(_program(1), 128, False, False)
     assert one.stages > copied.stages      # the copies' buffers become ring slots
     assert sm90.ring_holds_aux(one.aux_stages, one.stages)
+
+
+def test_wide_tile_ring_geometry():
+    """128 x 256: a 48 KB stage holds six 8 KB panels, so one input's eight (two row halves x
+    four column panels) take two ring positions, the second a third full (16 KB expected); the
+    ring keeps three slots beside the 64 KB output staging. Two inputs would take three
+    positions of a ring that then needs four: 4 x 48 + 64 KB, more than the 227 KB."""
+    from evt_backends.numba_cuda import select
+    from evt_backends.numba_cuda.codegen.frag_layout import FragLayout
+    one = FragLayout(_program(1), 256, False, False, aux_ring=True)
+    assert (one.aux_groups, one.aux_per_stage, one.aux_stages, one.stages) == (8, 6, 2, 3)
+    assert sm90.ring_holds_aux(one.aux_stages, one.stages) and one.fits
+    _, _, expects, _, _ = _producer_loads(_program(1), one, 0)
+    assert sorted(expects.values()) == [2 * sm90.PANEL_BYTES, 6 * sm90.PANEL_BYTES]
+    two = FragLayout(_program(2), 256, False, False, aux_ring=True)
+    assert two.aux_stages == 3 and not two.fits
+    assert select.sm90_wide_tile_fits(_program(1), False, True, False, aux_ring=True)
+    assert not select.sm90_wide_tile_fits(_program(1), False, True, False)        # copied: 128-wide rows
+    assert "shared memory" in select.sm90_wide_tile_refusal(_program(2), False, True, False, aux_ring=True)

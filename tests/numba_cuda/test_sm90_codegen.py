@@ -15,7 +15,7 @@ KERNELS = ("bare", "bias_gelu", "reductions_aux_two_outputs", "means_batched", "
            "pingpong_reductions", "staged_dgelu", "frag_pingpong_bias_relu", "frag_stats_det",
            "mmajor_a_bias_gelu", "frag_pingpong_mmajor_a", "frag_bce_uturn", "frag_ffn_gelu_fast",
            "wide_bare", "wide_mmajor_a_bare", "wide_bias_gelu", "frag_ring_layernorm_stats",
-           "frag_ring_two_inputs_batched")
+           "frag_ring_two_inputs_batched", "wide_ring_layernorm_stats")
 
 
 # Known spills, kept from growing (none now: the ping-pong fragment epilogue's column vector,
@@ -77,6 +77,21 @@ def test_fragment_column_vector_is_loaded_once_per_tile(sass, name, ldg):
     _, ops = sass[name]
     assert ops["LDG"] == ldg, ops
     assert ops["LDS"] >= 16, ops          # (an LDS.64 per column group)
+
+
+def test_wide_ring_layernorm_stats_reads_its_panels_and_combines_rows_as_at_128(sass):
+    """W4 at 128 x 256 (sm90_tile_n=256): the residual's eight 64 x 64 panels are eight TMA loads
+    beside wide_bare's A and B loads; the epilogue reads a packed pair per fragment row and
+    column group plus the bias's LDS.64 per group, twice the 128-wide kernel's 48 over twice the
+    columns; the two row sums combine as at 128 (the same quad shuffles, one atomic per
+    reduction and fragment row)."""
+    _, wide = sass["wide_ring_layernorm_stats"]
+    _, narrow = sass["frag_ring_layernorm_stats"]
+    _, bare = sass["wide_bare"]
+    assert wide["UTMALDG"] - bare["UTMALDG"] == 8, (wide, bare)
+    assert wide["LDS"] == 2 * narrow["LDS"] == 96, (wide, narrow)
+    assert wide["SHFL"] == narrow["SHFL"] and wide["REDG"] == narrow["REDG"] == 4, (wide, narrow)
+    assert wide["UTMASTG"] == 4 and wide["LDGSTS"] == 0, wide    # four 64-column store panels
 
 
 def test_fast_erf_gelu_is_one_ex2_per_element_without_erff(sass):

@@ -54,6 +54,15 @@ def _two_outputs(accum, bias):
     return {"z": z, "D": ops.relu(z)}
 
 
+def _layernorm_stats(accum, bias, r):
+    y = accum + bias + r
+    return {"y": y, "y_sum": ops.sum(y, over="N"), "y_sqsum": ops.sum(y * y, over="N")}
+
+
+def _col_sums(accum):
+    return {"D": accum, "S": ops.sum(accum, over="M")}
+
+
 H = {"D": np.empty((64, 64), np.float16)}
 PROGRAMS = {
     "bare": _trace(_bare, {}, H),
@@ -64,6 +73,11 @@ PROGRAMS = {
     "row_sums": _trace(_row_sums, {}, {**H, "S": np.empty(64, np.float32)}),
     "two_outputs": _trace(_two_outputs, {"bias": np.empty(64, np.float16)}, {"z": np.empty((64, 64), np.float16), **H}),
     "fp32_out": _trace(_bare, {}, {"D": np.empty((64, 64), np.float32)}),
+    # bench's W4: a column vector, a 16-bit (M, N) residual (through the ring), two fp32 row sums
+    "w4": _trace(_layernorm_stats, {"bias": np.empty(64, np.float16), "r": np.empty((64, 64), np.float16)},
+                 {"y": np.empty((64, 64), np.float16), **{k: np.empty(64, np.float32) for k in ("y_sum", "y_sqsum")}}),
+    "fp32_residual": _trace(_residual, {"r": np.empty((64, 64), np.float32)}, H),
+    "col_sums": _trace(_col_sums, {}, {**H, "S": np.empty(64, np.float32)}),
 }
 PTRS = [0x10000 * (k + 1) for k in range(8)]
 
@@ -87,10 +101,10 @@ def gpu(monkeypatch):
     monkeypatch.setattr(select, "encode_maps", lambda *a: b"")
 
 
-def _choose(name, M, N, K, L=1, schedule="auto", epilogue="auto", **kw):
+def _choose(name, M, N, K, L=1, schedule="auto", epilogue="auto", tile_n="auto", det=False, **kw):
     p = PROGRAMS[name]
-    v, note = select.variant(_bound(p, M, N, K, L, **kw), 0x1000, 0x2000, False, True, schedule, p, PTRS, False,
-                             PTRS, epilogue, fast_ops(p))
+    v, note = select.variant(_bound(p, M, N, K, L, **kw), 0x1000, 0x2000, False, True, schedule, p, PTRS, det,
+                             PTRS, epilogue, fast_ops(p), True, tile_n)
     return v, note
 
 
@@ -120,8 +134,11 @@ def test_wide_tile_where_it_pays(gpu, name, M, N, K, L, kw):
     ("bare", 4096, 1024, 16384, {"schedule": "pingpong"}, "ping-pong"),
     ("bare", 4096, 1024, 16384, {"epilogue": "staged"}, "the staged epilogue"),
     ("fp32_out", 4096, 1024, 16384, {}, "an fp32 output: the staged epilogue"),
-    ("residual", 4096, 1024, 16384, {}, "an (M, N) input"),
-    ("row_sums", 4096, 1024, 16384, {}, "a reduction"),
+    ("residual", 4096, 1024, 16384, {}, "an (M, N) input: fits through the ring, not measured wide"),
+    ("row_sums", 4096, 1024, 16384, {}, "a row reduction: fits, not measured wide"),
+    ("w4", 4096, 1024, 16384, {}, "W4 where a plain store would take 256: not measured wide"),
+    ("w4", 8192, 3072, 768, {}, "W4 at its bench shape: K below 4096"),
+    ("bare", 4096, 1024, 16384, {"tile_n": 128}, "sm90_tile_n=128"),
     ("two_outputs", 4096, 1024, 16384, {}, "two outputs: no 3-slot ring fits"),
 ])
 def test_everything_else_keeps_128(gpu, name, M, N, K, opts, why):
@@ -201,3 +218,77 @@ def test_wide_operand_maps():
     _, b = sm90.operand_maps(1, 300, 520, 200, (0, 200, 1), (0, 520, 1), False, 256)
     assert b == ((520, 200), (1040,), (64, 64))
 
+
+
+@pytest.mark.parametrize("name,M,N,K,det", [
+    ("w4", 8192, 3072, 768, False),      # the bench shape, where cupy's autotuner picks 128 x 256
+    ("w4", 1000, 1000, 72, True),        # edge tiles, a K tail; deterministic row partials
+    ("residual", 8192, 3072, 768, False),
+    ("row_sums", 512, 512, 64, False),
+    ("bare", 512, 512, 64, False),       # auto: 128 (K, tiles), forced: 256
+    ("bare", 8192, 8192, 4096, False),   # auto: ping-pong; forced 256 under auto: cooperative
+])
+def test_forced_wide_tile(gpu, name, M, N, K, det):
+    """sm90_tile_n=256 gives 128 x 256 tiles to every kind the kernel can run at that width,
+    on any problem: W4's residual through the ring, row sums, under the cooperative schedule."""
+    v, note = _choose(name, M, N, K, tile_n=256, det=det)
+    assert v[0] == "sm90" and v[9] == 256 and not v[5] and v[7], (v, note)
+    assert v[10] == bool(select.tile_inputs(PROGRAMS[name])) and not v[6], v     # (M, N) inputs: the ring
+    assert "tile 128x256x64" in note and "not taken" not in note, note
+
+
+@pytest.mark.parametrize("name,opts,why", [
+    ("bare", {"schedule": "pingpong"}, "ping-pong"),
+    ("bare", {"epilogue": "staged"}, "staged epilogue"),
+    ("fp32_out", {}, "staged epilogue"),
+    ("fp32_residual", {}, "copied by cp.async"),
+    ("col_sums", {}, "column or whole-tile reduction"),
+    ("two_outputs", {}, "shared memory"),
+])
+def test_forced_wide_tile_falls_back_to_128_and_says_why(gpu, name, opts, why):
+    v, note = _choose(name, 4096, 1024, 16384, tile_n=256, **opts)
+    assert v[0] == "sm90" and v[9] == 128, (v, note)
+    assert "tile 128x128x64 (sm90_tile_n=256 not taken: " in note and why in note, note
+
+
+def test_forced_wide_tile_keeps_auto_s_ping_pong_where_cooperative_cannot_take_it(gpu):
+    """sm90_tile_n=256 switches "auto"'s ping-pong to cooperative only where the cooperative kind
+    runs 256-wide; elsewhere the schedule stays and the note gives the cooperative kind's reason."""
+    auto, _ = _choose("col_sums", 8192, 8192, 4096)
+    v, note = _choose("col_sums", 8192, 8192, 4096, tile_n=256)
+    assert auto[5] and v[5] and v[9] == 128, (auto, v)
+    assert "ping-pong schedule" in note and "not taken: a column or whole-tile reduction" in note, note
+
+
+def test_w4_wide_layout():
+    """W4 at 128 x 256 with its residual through the ring: three 48 KB slots, the residual's
+    eight panels in two of them after each tile's k-blocks (one left for the next tile's first
+    k-block during the epilogue), a 64 KB output staging, 2 x 1 KB bias slices, no scratch (row
+    sums combine in registers): 216,112 of the 232,448 bytes."""
+    for det in (False, True):
+        lay = FragLayout(PROGRAMS["w4"], 256, det, False, aux_ring=True)
+        assert (lay.stages, lay.aux_stages, lay.aux_per_stage, lay.aux_groups) == (3, 2, 6, 8)
+        assert lay.fits and lay.ring == 3 * 49152 and lay.outs == [3 * 49152] and not lay.aux
+        assert lay.vecs == {0: 3 * 49152 + 65536} and lay.scratch_bytes == 0
+        assert lay.total == 216112 <= sm90.MAX_DYNAMIC_SHARED
+    assert FragLayout(PROGRAMS["w4"], 256, False, False, 4, aux_ring=True).total > sm90.MAX_DYNAMIC_SHARED
+    with pytest.raises(AssertionError):
+        FragLayout(PROGRAMS["w4"], 256, False, False)       # copied rows are 128 wide
+
+
+def test_tile_n_option_is_checked_and_reaches_select(gpu):
+    from evt_backends.numba_cuda.backend import NumbaCudaBackend
+    from evt_backends.numba_cuda.runner import Runner
+    tree = evt_core.trace(_bare, {"accum": np.empty((64, 64), np.float32), **H})
+    backend = NumbaCudaBackend()
+    for bad in (512, "256", True, None):
+        got = backend.supports(tree, {"sm90_tile_n": bad})
+        assert not got and f"option sm90_tile_n={bad!r} is not one of ('auto', 128, 256)" in got.reason, got
+    for ok in ("auto", 128, 256):
+        assert backend.supports(tree, {"sm90_tile_n": ok})
+    assert backend.options["sm90_tile_n"] == "auto"
+    p = PROGRAMS["w4"]
+    bound = _bound(p, 8192, 3072, 768)
+    for opt, bn in (("auto", 128), (256, 256), (128, 128)):
+        runner = Runner(p, {**backend.options, "sm90_tile_n": opt}, f"test-{opt}")
+        assert runner.variant(bound, 0x1000, 0x2000, PTRS, PTRS)[9] == bn, opt

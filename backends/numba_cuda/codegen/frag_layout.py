@@ -18,13 +18,14 @@ class FragLayout:
     ping-pong tile both), then (cooperative) per (M, N) input one padded 64-row buffer per
     warpgroup, then per column vector (an input spanning N only) its tile's bn values as fp32
     per warpgroup, then per warpgroup its reduction scratch, then the mbarriers. The ring is
-    the deepest of STAGES..2 that fits (bn = 256: 48 KB a slot, so three beside one output)."""
+    the deepest of STAGES..2 that fits (bn = 256: 48 KB a slot, so three beside one output;
+    with aux_ring a 128 x 256 tile's (M, N) input takes two of them after its k-blocks)."""
 
     def __init__(self, program, bn, deterministic, pingpong, stages=None, aux_ring=False):
         assert bn % sm90.PANEL == 0 and bn <= 4 * sm90.PANEL, "64-column panels, at most m64n256"
-        # an (M, N) input's staged rows are AUX_PITCH = 128 + 8 wide (select pairs none with 256)
-        assert bn == 2 * sm90.PANEL or not tile_inputs(program), "(M, N) inputs need BN = 128"
         aux_ring = bool(aux_ring and tile_inputs(program))
+        # a cp.async-copied input's rows are AUX_PITCH = 128 + 8 wide; ring panels take any width
+        assert bn == 2 * sm90.PANEL or aux_ring or not tile_inputs(program), "copied (M, N) inputs need BN = 128"
         assert not (aux_ring and pingpong), "the ring's aux groups are read by both cooperative warpgroups"
         if stages is None:
             stages = deepest_ring(lambda n: FragLayout(program, bn, deterministic, pingpong, n, aux_ring))
