@@ -8,7 +8,7 @@ cooperative kernel has (M, N) inputs: what select.variant takes at the benchmark
 cupy through codegen/sm90.generate with the Spec decide_spec gives a row-major 8192 x 3072 x
 768 call and TileConfig(128, 128, 64, stages, pingpong), compiled by nvcc -arch=sm_90a.
 "auto" is ping-pong unless the tree loads an (M, N) input per row or a ping-pong fragment
-epilogue would spill (select.sm90_pingpong / _fragment_spills_in_pingpong, without the
+epilogue would spill (select.sm90_pingpong, without the
 tile-count rule).
 
 Per kernel it prints static instruction counts of the consumer's regions (found from the
@@ -69,7 +69,7 @@ def schedule(program, wanted):
     from evt_backends.numba_cuda.codegen.epilogue_sm90 import tile_inputs
     if wanted == "auto":
         per_row = any(program.spans(t)[1] for t in program.inputs)
-        pp = not per_row and not select._fragment_spills_in_pingpong(program)
+        pp = not per_row
     else:
         pp = wanted == "pp"
     ring = not pp and bool(tile_inputs(program)) and select.sm90_aux_ring(program, False)

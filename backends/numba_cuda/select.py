@@ -72,9 +72,6 @@ def variant(b, a_ptr, b_ptr, force_simt, use_sm90, schedule="auto", program=None
                 return frag, aux and not ring, ring
             pp = schedule == "pingpong" or (schedule == "auto" and sm90_pingpong(b, program))
             frag, aux, ring = kind(pp)
-            if frag and pp and schedule == "auto" and _fragment_spills_in_pingpong(program):
-                pp = False
-                frag, aux, ring = kind(pp)
             refused = None      # why sm90_tile_n=256 is not taken
             if pp and schedule == "auto" and tile_n == BN_WIDE:    # cooperative where that kind takes 256
                 coop = kind(False)
@@ -155,20 +152,13 @@ def sm90_pingpong(b, program):
     where every CTA of the persistent grid has two tiles or more to alternate and the epilogue
     loads no input per row (an (M, N) residual or gradient input): such loads are latency-bound
     and need the 8 warps. Measured on the H200 (bench/RESULTS.md, 2026-12-01): ping-pong 4-5 %
-    faster on R0, W1 and W3, 8-45 % slower on W2 and W4."""
+    faster on R0, W1 and W3, 8-45 % slower on W2 and W4. A column vector beside two outputs
+    or more no longer sends the fragment epilogue to the cooperative schedule: it spilled
+    only because LLVM hoisted the staging addresses out of the tile loop (ptx_sm90.per_tile),
+    and the cupy backend's autotuner picks ping-pong for W1 (2026-12-03)."""
     tiles = b.L * tile_count(b.M, sm90.BM) * tile_count(b.N, BN_DEFAULT)     # ping-pong tiles are 128 wide
     per_row_loads = any(program.spans(t)[1] for t in program.inputs)
     return tiles >= 2 * launch_sm90.sm_count() and not per_row_loads
-
-
-def _fragment_spills_in_pingpong(program):
-    """Ping-pong's fragment epilogue keeps both fragments (128 fp32 registers) live while it
-    works; a tree that loads a column vector and writes two outputs or more then spills (W1:
-    53 registers) and the cooperative schedule is faster (measured on the H200, 2026-12-01,
-    bench/RESULTS.md run 33: W1 121.0 ping-pong against 108.4 cooperative; R1, one output,
-    72.5 against 89.6 stays ping-pong)."""
-    column_vector = any(program.spans(t)[2] and not program.spans(t)[1] for t in program.inputs)
-    return column_vector and len(program.outputs) >= 2
 
 
 # 128 x 256 tiles (BN_WIDE) where they were measured to pay: sm90_wide_tile_pays

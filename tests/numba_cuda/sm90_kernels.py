@@ -93,10 +93,14 @@ def programs():
         # an M-contiguous A (a weight gradient's transposed activations): TMA panels, trans-a wgmma
         "mmajor_a_bias_gelu": (_trace(_bias_gelu, {"bias": np.empty((64,), np.float32)}, np.float16),
                                "float16", False, False, False, False, False, False, False, False),
-        # BERT's FFN forward: z and the erf-form gelu(z), both fp16, so gelu takes the fast spelling
-        # (cooperative: in ping-pong two outputs beside 128 accumulators spill, so auto does not take it)
+        # BERT's FFN forward: z and the erf-form gelu(z), both fp16, so gelu takes the fast spelling;
+        # cooperative and ping-pong (two outputs beside 128 accumulators: 40 registers spilled until
+        # the staging addresses were derived per tile, ptx_sm90.per_tile)
         "frag_ffn_gelu_fast": (_trace(_ffn_forward, {"bias": np.empty((64,), np.float16)}, np.float16, ("z", "D")),
                                "float16", False, False, False, False, False, False, True, True, True),
+        "frag_pingpong_ffn_gelu_fast": (_trace(_ffn_forward, {"bias": np.empty((64,), np.float16)}, np.float16,
+                                               ("z", "D")),
+                                        "float16", False, False, False, False, True, False, True, True, True),
         "frag_pingpong_mmajor_a": (_trace(_bias_relu, {"bias": np.empty((64,), np.float16)}, np.float16),
                                    "bfloat16", True, False, False, False, True, False, True, False),
         # 128 x 256 tiles (select.sm90_tile_n): m64n256k16, 128 accumulators per thread, a 3-slot

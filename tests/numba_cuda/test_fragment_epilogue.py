@@ -75,12 +75,12 @@ def test_refusals_name_the_tensor():
     assert "'D' is float32" in ef.refusal(tree.program)
 
 
-def test_auto_schedule_takes_cooperative_where_ping_pong_would_spill(monkeypatch):
+def test_auto_schedule_takes_ping_pong_unless_the_epilogue_loads_per_row(monkeypatch):
     from evt_backends.numba_cuda.runtime import driver, launch_sm90
     monkeypatch.setattr(launch_sm90, "sm_count", lambda: 132)
     monkeypatch.setattr(driver, "compute_capability", lambda: (9, 0))
     monkeypatch.setattr(select, "encode_maps", lambda *a: b"")
-    for w, schedule in (("W1", "cooperative"), ("W3", "ping-pong")):
+    for w, schedule in (("W1", "ping-pong"), ("W2", "cooperative"), ("W3", "ping-pong"), ("W4", "cooperative")):
         p = _program(w)
         b = _bound(p, M=8192)
         v, note = select.variant(b, 0x1000, 0x2000, False, True, "auto", p, PTRS, False, PTRS, "auto", fast_ops(p))
@@ -88,7 +88,7 @@ def test_auto_schedule_takes_cooperative_where_ping_pong_would_spill(monkeypatch
 
 
 def test_layout_fits_and_keeps_three_slots_for_the_workloads():
-    for w, pp in (("W1", False), ("W2", False), ("W3", True), ("W4", False)):
+    for w, pp in (("W1", False), ("W1", True), ("W2", False), ("W3", True), ("W4", False)):
         p = _program(w)
         lay = FragLayout(p, 128, False, pp)
         assert lay.fits and lay.stages >= 3, (w, lay.stages, lay.total)

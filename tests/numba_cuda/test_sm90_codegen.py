@@ -12,8 +12,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 from evt_backends.gpu import sm90  # noqa: E402
 
 KERNELS = ("bare", "bias_gelu", "reductions_aux_two_outputs", "means_batched", "pingpong_bias_gelu",
-           "pingpong_reductions", "staged_dgelu", "frag_pingpong_bias_relu", "frag_stats_det",
-           "mmajor_a_bias_gelu", "frag_pingpong_mmajor_a", "frag_bce_uturn", "frag_ffn_gelu_fast",
+           "pingpong_reductions", "staged_dgelu", "frag_pingpong_bias_relu", "frag_pingpong_ffn_gelu_fast",
+           "frag_stats_det", "mmajor_a_bias_gelu", "frag_pingpong_mmajor_a", "frag_bce_uturn", "frag_ffn_gelu_fast",
            "wide_bare", "wide_mmajor_a_bare", "wide_bias_gelu", "frag_ring_layernorm_stats",
            "frag_ring_two_inputs_batched", "wide_ring_layernorm_stats")
 
