@@ -73,10 +73,14 @@ def variant(b, a_ptr, b_ptr, force_simt, use_sm90, schedule="auto", program=None
             pp = schedule == "pingpong" or (schedule == "auto" and sm90_pingpong(b, program))
             frag, aux, ring = kind(pp)
             refused = None      # why sm90_tile_n=256 is not taken
-            if pp and schedule == "auto" and tile_n == BN_WIDE:    # cooperative where that kind takes 256
+            if pp and schedule == "auto" and tile_n != BN_DEFAULT:    # cooperative where that kind takes 256
                 coop = kind(False)
-                refused = sm90_wide_tile_refusal(program, False, coop[0], deterministic, coop[2])
-                if refused is None:
+                if tile_n == BN_WIDE:
+                    refused = sm90_wide_tile_refusal(program, False, coop[0], deterministic, coop[2])
+                    wide = refused is None
+                else:       # "auto": where the rule gives the cooperative kind 256 (a plain store's many waves)
+                    wide = sm90_tile_n(b, program, False, coop[0], deterministic, coop[2]) == BN_WIDE
+                if wide:
                     pp, (frag, aux, ring) = False, coop
             akm = sm90.a_kmajor(b.a_strides)
             bn = sm90_tile_n(b, program, pp, frag, deterministic, ring, tile_n)
@@ -164,6 +168,7 @@ def sm90_pingpong(b, program):
 # 128 x 256 tiles (BN_WIDE) where they were measured to pay: sm90_wide_tile_pays
 WIDE_TILE_MIN_K = 4096        # the big-K weight gradients measured
 WIDE_TILE_MIN_FILL = 0.7      # 128 x 256 tiles per SM the grid needs at least
+WIDE_TILE_MIN_WAVES = 3.5     # a plain store at any K: 128 x 256 tiles per SM (sm90_wide_tile_pays)
 
 
 def sm90_tile_n(b, program, pingpong, frag, deterministic, aux_ring=False, choice="auto"):
@@ -179,7 +184,7 @@ def sm90_tile_n(b, program, pingpong, frag, deterministic, aux_ring=False, choic
         return BN_DEFAULT
     if choice == BN_WIDE:
         return BN_WIDE
-    return BN_WIDE if _wide_tile_measured(program) and sm90_wide_tile_pays(b) else BN_DEFAULT
+    return BN_WIDE if _wide_tile_measured(program) and sm90_wide_tile_pays(b, program) else BN_DEFAULT
 
 
 def sm90_wide_tile_fits(program, pingpong, frag, deterministic, aux_ring=False):
@@ -232,7 +237,7 @@ def _wide_tile_measured(program):
     return not tile_inputs(program) and not program.reductions
 
 
-def sm90_wide_tile_pays(b):
+def sm90_wide_tile_pays(b, program=None):
     """Whether a call's problem is one where 128 x 256 tiles were measured faster than 128 x 128.
     On the H200 the cupy backend's autotuner picks 128 x 256 (cooperative, 4 or 3 ring slots)
     for the large-K weight-gradient GEMMs of a BERT training step, 8-12 % faster than this
@@ -249,9 +254,25 @@ def sm90_wide_tile_pays(b):
       WIDE_TILE_MIN_FILL x the SM count: half as many tiles as 128 x 128 leave SMs idle where
       128 x 128 tiles would still fill them (the three shapes above: 96-128 tiles, 132 SMs).
     This kernel has no split-K, so every call is a no-split-K one. The schedule and epilogue
-    conditions are sm90_wide_tile_fits'."""
+    conditions are sm90_wide_tile_fits'.
+    A plain store (no input, no reduction, one output: the bare GEMM) also takes 128 x 256 at
+    any K where its tiles make WIDE_TILE_MIN_WAVES waves or more, so the last wave's
+    quantisation is small: measured on the H200 (bench/RESULTS.md, 2026-12-03, runs 79-80),
+    cooperative 128 x 256 against ping-pong 128 x 128 at 8192 x 3072 x 768 (5.8 waves) 61.2-61.8
+    against 64.6-64.9 us, 16384 x 4096 x 1024 220.9 against 229.6, 4096^3 (3.9 waves) 213.8
+    against 220.4, 8192 x 8192 x 768 168.2 against 176.1; at 8192 x 768 x 3072 (1.5 waves)
+    75.8 against 60.2. W1 (a bias, two outputs) measured within 2 % either way, so it keeps
+    128 x 128 there."""
     tiles = b.L * tile_count(b.M, sm90.BM) * tile_count(b.N, BN_WIDE)
-    return b.K >= WIDE_TILE_MIN_K and b.N >= BN_WIDE and tiles >= WIDE_TILE_MIN_FILL * launch_sm90.sm_count()
+    sms = launch_sm90.sm_count()
+    if program is not None and _plain_store(program) and b.N >= BN_WIDE and tiles >= WIDE_TILE_MIN_WAVES * sms:
+        return True
+    return b.K >= WIDE_TILE_MIN_K and b.N >= BN_WIDE and tiles >= WIDE_TILE_MIN_FILL * sms
+
+
+def _plain_store(program):
+    """The bare GEMM's epilogue: no input, no reduction, one output."""
+    return not program.inputs and not program.reductions and len(program.outputs) == 1
 
 
 def sm90_aux_async(b, program, in_ptrs, deterministic):

@@ -315,7 +315,7 @@ def test_wide_tile_forced(monkeypatch, shape, name, ab, layout):
     store panels TMA clips or skips, K tails, batched operands, M- and K-major A, N- and K-major
     B, a column vector loaded twice per thread and tile, a row vector and a scalar."""
     from evt_backends.numba_cuda import select
-    monkeypatch.setattr(select, "sm90_wide_tile_pays", lambda b: True)
+    monkeypatch.setattr(select, "sm90_wide_tile_pays", lambda b, program=None: True)
     L, M, N, K = shape
     if layout != "plain" and (M % 8 if layout == "A_colmajor" else K % 8):
         pytest.skip("TMA needs 16-byte rows: the call would fall back")
@@ -332,7 +332,7 @@ def test_wide_tile_many_tiles_per_cta(monkeypatch, ctas):
     tile after tile."""
     from evt_backends.numba_cuda import select
     from evt_backends.numba_cuda.runtime import launch_sm90
-    monkeypatch.setattr(select, "sm90_wide_tile_pays", lambda b: True)
+    monkeypatch.setattr(select, "sm90_wide_tile_pays", lambda b, program=None: True)
     monkeypatch.setattr(launch_sm90, "sm_count", lambda: ctas)
     tree, A, B, inputs = _wide_case("bias_relu", 0, 1000, 1000, 328, "float16", "plain")
     stage = _run(tree, A, B, inputs, f"wide, {ctas} CTAs", sm90_schedule="cooperative")
