@@ -118,6 +118,8 @@ def _choose(name, M, N, K, L=1, schedule="auto", epilogue="auto", tile_n="auto",
     ("bare", 4096, 1024, 16384, 1, {"a_mmajor": False, "b_kmajor": True}),
     ("bias_gelu", 4096, 1024, 16384, 1, {}),    # a column vector
     ("row_col", 4096, 1024, 16384, 1, {}),      # row and column vectors, a scalar
+    ("bare", 8192, 8192, 4096, 1, {}),          # a plain store over 15.5 waves of 128 x 256 (ping-pong before)
+    ("bare", 8192, 3072, 768, 1, {}),           # the same at small K: 5.8 waves
 ])
 def test_wide_tile_where_it_pays(gpu, name, M, N, K, L, kw):
     v, note = _choose(name, M, N, K, L, **kw)
@@ -130,7 +132,7 @@ def test_wide_tile_where_it_pays(gpu, name, M, N, K, L, kw):
     ("bare", 128 * 92, 256, 4096, {}, "92 tiles < 0.7 x 132"),
     ("bare", 1024, 1024, 16384, {}, "32 tiles"),
     ("bare", 16384, 128, 16384, {}, "N below 256"),
-    ("bare", 8192, 8192, 4096, {}, "auto takes ping-pong: 4096 tiles of 128 x 128"),
+    ("bare", 8192, 768, 3072, {}, "a plain store over 1.5 waves of 128 x 256: ping-pong 128 x 128"),
     ("bare", 4096, 1024, 16384, {"schedule": "pingpong"}, "ping-pong"),
     ("bare", 4096, 1024, 16384, {"epilogue": "staged"}, "the staged epilogue"),
     ("fp32_out", 4096, 1024, 16384, {}, "an fp32 output: the staged epilogue"),
