@@ -4,6 +4,7 @@ fp32 reference before it may be timed; one that cannot be built or is wrong keep
 reason. GPU only: imports torch.
 """
 import os
+import re
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ class Candidate:
     round_us: list = field(default_factory=list)
     wall_us: Optional[float] = None
     note: str = ""
+    kernel: str = ""              # what an evt call ran: kernel_choice of its kernel
 
     def fail(self, status, reason):
         self.status, self.reason, self.fn = status, reason, None
@@ -42,7 +44,22 @@ class Candidate:
 
     def to_json(self):
         return {k: getattr(self, k) for k in ("name", "mode", "status", "reason", "errors", "compile_s",
-                                              "round_us", "wall_us", "note")}
+                                              "round_us", "wall_us", "note", "kernel")}
+
+
+def kernel_choice(kernel):
+    """The tile and schedule an evt call ran, from its kernel's stages (its last call's):
+    cupy's fast-path summary ("mainloop sm90, tile 128x128x64/w2x4/s6/pp"), numba's sm90
+    note cut to the tile and schedule, or why numba fell back; "" where neither is recorded."""
+    stages = getattr(kernel, "stages", None) or {}
+    if stages.get("fast_paths"):
+        return stages["fast_paths"].splitlines()[0]
+    note = stages.get("sm90") or ""
+    if note.startswith("fallback"):
+        return note.split(":")[0]
+    tile = re.search(r"tile \d+x\d+x\d+", note)
+    schedule = re.search(r"[\w-]+ schedule", note)
+    return ", ".join(m.group(0) for m in (tile, schedule) if m)
 
 
 def _short(exc, limit=300):
@@ -161,6 +178,7 @@ class Case:
             return
         A, B, aux, kind, outputs = args
         call.note = f"{kind} arrays in and out; first call {time.perf_counter() - t0:.1f} s (lazy JIT)"
+        call.kernel = kernel_choice(kernel)
         call.fn = lambda: kernel(A, B, **aux)
         self.candidates.append(self._judge(call, outputs))
         try:

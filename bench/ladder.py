@@ -433,7 +433,7 @@ def ladder_rows(results):
         for r in derived:
             if r["name"] == "cuBLAS":
                 continue
-            note = r["note"] if r["status"] != "ok" else ""
+            note = r["note"] if r["status"] != "ok" else r["kernel"]     # ok rows: which kernel ran
             out.append((case["workload"], shape, f"{r['name']} ({r['mode']})", base and base["time_us"],
                         r["time_us"], r["x_cuBLAS"], r["tflops"], note))
     return out

@@ -33,6 +33,7 @@ def rows(case):
         for b in BASELINES:
             row[f"x_{b}"] = paired_ratio(c, by_name.get(b)) if t else None
         row["note"] = _note(c)
+        row["kernel"] = c.get("kernel", "")
         out.append(row)
     return out
 
@@ -41,6 +42,8 @@ def _note(c):
     parts = []
     if c["status"] != "ok":
         parts.append(f"**{c['status']}**: {c['reason']}")
+    if c.get("kernel"):
+        parts.append(f"kernel: {c['kernel']}")
     if c.get("note"):
         parts.append(c["note"])
     if c.get("compile_s"):

@@ -356,7 +356,8 @@ def sm90_description(b, kmajor, pingpong, aux_async=False, frag=False, a_kmajor=
     tiles = b.L * tile_count(b.M, sm90.BM) * tile_count(b.N, bn)
     refused = f" (sm90_tile_n=256 not taken: {wide_refused})" if wide_refused else ""
     return (f"sm_90a warp-specialised kernel: {b.dtype}, tile {sm90.BM}x{bn}x{sm90.BK}{refused}, "
-            f"{'ping-pong' if pingpong else 'cooperative'} schedule, A {'K' if a_kmajor else 'M'}-major, B {'K' if kmajor else 'N'}-major, "
+            f"{'ping-pong' if pingpong else 'cooperative'} schedule, A {'K' if a_kmajor else 'M'}-major, "
+            f"B {'K' if kmajor else 'N'}-major, "
             f"{'epilogue on the fragments with TMA-stored outputs' if frag else 'staged epilogue'}, "
             f"{'(M, N) inputs staged by cp.async, ' if aux_async else ''}"
             f"{'(M, N) inputs TMA-loaded through the ring, ' if aux_ring else ''}{tiles} tiles over a persistent grid")

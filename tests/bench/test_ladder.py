@@ -48,9 +48,23 @@ def test_ladder_table_ratios_and_unavailable_anchors():
         {"workload": "R1", "title": "bias", "shape": [8192, 3072, 768], "flops": 2.0 * 8192 * 3072 * 768,
          "candidates": [cand("cuBLAS", "library", [60.0, 66.0]), cand("cupy", "call", [63.0, 69.3]),
                         cand("nvmath X", "library", [], "unavailable", "nvmath-python is not installed")]}]}
+    res["cases"][0]["candidates"][1]["kernel"] = "tile 128x128x64/w2x4/s6/pp"
     text = ladder_markdown(res)
-    assert "| R1 | 8192×3072×768 | cupy (call) | 63.0 | 66.2 | 1.050 | 584 |" in text
+    assert "| R1 | 8192×3072×768 | cupy (call) | 63.0 | 66.2 | 1.050 | 584 | tile 128x128x64/w2x4/s6/pp |" in text
     assert "**unavailable**: nvmath-python is not installed" in text
+
+
+def test_kernel_choice_names_the_tile_and_schedule_an_evt_call_ran():
+    from types import SimpleNamespace
+    from bench.candidates import kernel_choice
+    cupy = SimpleNamespace(stages={"fast_paths": "mainloop sm90, tile 128x256x64/w2x4/s4/g16\nTMA-stored outputs: y"})
+    numba = SimpleNamespace(stages={"sm90": "sm_90a warp-specialised kernel: float16, tile 128x128x64, ping-pong "
+                                              "schedule, A K-major, B N-major, 1536 tiles over a persistent grid"})
+    fallback = SimpleNamespace(stages={"sm90": "fallback to the mma.sync kernel: K is not a multiple of 8"})
+    assert kernel_choice(cupy) == "mainloop sm90, tile 128x256x64/w2x4/s4/g16"
+    assert kernel_choice(numba) == "tile 128x128x64, ping-pong schedule"
+    assert kernel_choice(fallback) == "fallback to the mma.sync kernel"
+    assert kernel_choice(SimpleNamespace(stages={})) == "" and kernel_choice(object()) == ""
 
 
 def test_gpu_path_on_cpu_torch(tmp_path, monkeypatch):
