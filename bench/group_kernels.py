@@ -109,6 +109,7 @@ def main(argv=None):
     head = "| # | L×M×N×K | layout | results | cuBLAS µs | " + " | ".join(f"{k} µs (× cuBLAS)" for k in columns) + " |"
     print(head + "\n|" + "---|" * (5 + len(columns)))
     totals = {k: 0.0 for k in ["cublas"] + columns}
+    choices = []
     for i, (key, A, B, ins, sc) in enumerate(first):
         fns = {"cublas": lambda A=A, B=B: torch.matmul(A, B)}
         for k in kernels:
@@ -122,6 +123,7 @@ def main(argv=None):
             for name in order:
                 times[name].append(do_bench(fns[name], warmup=25, rep=100, return_mode="median") * 1e3)
         med = {name: statistics.median(v) for name, v in times.items()}
+        choices.append(kernel_choices(recorded, kernels, i))
         for name, v in med.items():
             totals[name] += v
         d = describe(key, A, B)
@@ -130,10 +132,19 @@ def main(argv=None):
               f"{med['cublas']:.1f} | {cells} |", flush=True)
     cells = " | ".join(f"**{totals[k]:.0f}** ({totals[k] / totals['cublas']:.2f})" for k in columns)
     print(f"| all | | | | **{totals['cublas']:.0f}** | {cells} |")
+    print("\nKernels run: " + "; ".join(f"#{i} {c}" for i, c in enumerate(choices)))
     if args.sweep and "cupy" in recorded:
         groups = {int(g) for g in args.groups.split(",") if g}
         sweep(recorded["cupy"], args.rounds, groups, recorded.get("numba_cuda"))
     return 0
+
+
+def kernel_choices(recorded, kernels, i):
+    """Which kernel each backend ran for group i, read right after its timed calls (the kernel's
+    stages hold its last call; groups with equal trees share one kernel)."""
+    import evt_core.torch.ops as evt_ops
+    from bench.candidates import kernel_choice
+    return ", ".join(f"{k} {kernel_choice(evt_ops.entry(recorded[k][i][0]).kernel('cuda')) or '?'}" for k in kernels)
 
 
 def _parse_options(text):
@@ -241,6 +252,7 @@ def sweep(calls, rounds, groups, numba_calls=None):
             for name in order:
                 times[name].append(do_bench(fns[name], warmup=25, rep=100, return_mode="median") * 1e3)
         med = {name: statistics.median(v) for name, v in times.items()}
+        choices.append(kernel_choices(recorded, kernels, i))
         cells = ", ".join(f"{n} {v:.1f} ({v / med['cublas']:.2f})" for n, v in med.items() if n != "cublas")
         print(f"- group {i} (cuBLAS {med['cublas']:.1f} µs): {cells}", flush=True)
 
