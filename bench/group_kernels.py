@@ -144,7 +144,8 @@ def kernel_choices(recorded, kernels, i):
     stages hold its last call; groups with equal trees share one kernel)."""
     import evt_core.torch.ops as evt_ops
     from bench.candidates import kernel_choice
-    return ", ".join(f"{k} {kernel_choice(evt_ops.entry(recorded[k][i][0]).kernel('cuda')) or '?'}" for k in kernels)
+    return ", ".join(f"{k} {kernel_choice(evt_ops.entry(recorded[k][i][0]).kernel('cuda')) or '?'}"
+                     for k in kernels)
 
 
 def _parse_options(text):

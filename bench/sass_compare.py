@@ -7,9 +7,8 @@ codegen/mainloop_sm90.sm90_source (the fragment epilogue with fast_ops, aux_ring
 cooperative kernel has (M, N) inputs: what select.variant takes at the benchmark shapes);
 cupy through codegen/sm90.generate with the Spec decide_spec gives a row-major 8192 x 3072 x
 768 call and TileConfig(128, 128, 64, stages, pingpong), compiled by nvcc -arch=sm_90a.
-"auto" is ping-pong unless the tree loads an (M, N) input per row or a ping-pong fragment
-epilogue would spill (select.sm90_pingpong, without the
-tile-count rule).
+"auto" is ping-pong unless the tree loads an (M, N) input per row (select.sm90_pingpong,
+without the tile-count rule).
 
 Per kernel it prints static instruction counts of the consumer's regions (found from the
 control flow: the k-loop is the innermost loop holding the HGMMAs, the epilogue runs from its

@@ -73,15 +73,12 @@ def variant(b, a_ptr, b_ptr, force_simt, use_sm90, schedule="auto", program=None
             pp = schedule == "pingpong" or (schedule == "auto" and sm90_pingpong(b, program))
             frag, aux, ring = kind(pp)
             refused = None      # why sm90_tile_n=256 is not taken
-            if pp and schedule == "auto" and tile_n != BN_DEFAULT:    # cooperative where that kind takes 256
+            if pp and schedule == "auto" and tile_n != BN_DEFAULT:    # cooperative where that kind gets 256
                 coop = kind(False)
-                if tile_n == BN_WIDE:
-                    refused = sm90_wide_tile_refusal(program, False, coop[0], deterministic, coop[2])
-                    wide = refused is None
-                else:       # "auto": where the rule gives the cooperative kind 256 (a plain store's many waves)
-                    wide = sm90_tile_n(b, program, False, coop[0], deterministic, coop[2]) == BN_WIDE
-                if wide:
+                if sm90_tile_n(b, program, False, coop[0], deterministic, coop[2], tile_n) == BN_WIDE:
                     pp, (frag, aux, ring) = False, coop
+                elif tile_n == BN_WIDE:
+                    refused = sm90_wide_tile_refusal(program, False, coop[0], deterministic, coop[2])
             akm = sm90.a_kmajor(b.a_strides)
             bn = sm90_tile_n(b, program, pp, frag, deterministic, ring, tile_n)
             if tile_n == BN_WIDE and bn != BN_WIDE:

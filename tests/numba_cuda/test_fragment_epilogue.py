@@ -87,26 +87,6 @@ def test_auto_schedule_takes_ping_pong_unless_the_epilogue_loads_per_row(monkeyp
         assert v[7] and f"{schedule} schedule" in note, (w, note)
 
 
-@pytest.mark.parametrize("w,M,N,K,schedule,bn", [
-    ("R0", 8192, 3072, 768, "cooperative", 256),     # a plain store over 5.8 waves of 128 x 256 tiles
-    ("R0", 4096, 4096, 4096, "cooperative", 256),    # 3.9 waves
-    ("R0", 8192, 768, 3072, "ping-pong", 128),       # 1.5 waves: the last one's quantisation loses
-    ("W1", 8192, 3072, 768, "ping-pong", 128),       # a bias and two outputs: measured no gain
-    ("W3", 8192, 3072, 768, "ping-pong", 128),       # a row reduction: not measured wide
-])
-def test_auto_tile_width_takes_128_x_256_for_a_plain_store_of_many_waves(monkeypatch, w, M, N, K, schedule, bn):
-    from bench.ladder import LADDER
-    from evt_backends.numba_cuda.runtime import driver, launch_sm90
-    monkeypatch.setattr(launch_sm90, "sm_count", lambda: 132)
-    monkeypatch.setattr(driver, "compute_capability", lambda: (9, 0))
-    monkeypatch.setattr(select, "encode_maps", lambda *a: b"")
-    p = evt_core.trace(LADDER[w].epilogue, LADDER[w].example(64, 64)).program
-    b = _bound(p, M=M, N=N)
-    b.K, b.a_strides = K, (0, K, 1)
-    v, note = select.variant(b, 0x1000, 0x2000, False, True, "auto", p, PTRS, False, PTRS, "auto", fast_ops(p))
-    assert v[9] == bn and f"{schedule} schedule" in note and f"tile 128x{bn}x64" in note, note
-
-
 def test_layout_fits_and_keeps_three_slots_for_the_workloads():
     for w, pp in (("W1", False), ("W1", True), ("W2", False), ("W3", True), ("W4", False)):
         p = _program(w)

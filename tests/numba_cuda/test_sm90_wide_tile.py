@@ -148,6 +148,21 @@ def test_everything_else_keeps_128(gpu, name, M, N, K, opts, why):
     assert v[0] == "sm90" and v[9] == 128 and "tile 128x128x64" in note, (why, v, note)
 
 
+@pytest.mark.parametrize("w,M,N,K,schedule,bn", [
+    ("R0", 8192, 3072, 768, "cooperative", 256),     # a plain store over 5.8 waves of 128 x 256 tiles
+    ("R0", 4096, 4096, 4096, "cooperative", 256),    # 3.9 waves
+    ("R0", 8192, 768, 3072, "ping-pong", 128),       # 1.5 waves: the last one's quantisation loses
+    ("W1", 8192, 3072, 768, "ping-pong", 128),       # a bias and two outputs: measured no gain
+    ("W3", 8192, 3072, 768, "ping-pong", 128),       # a row reduction: not measured wide
+])
+def test_auto_tile_width_takes_128_x_256_for_a_plain_store_of_many_waves(gpu, w, M, N, K, schedule, bn):
+    from bench.ladder import LADDER
+    p = evt_core.trace(LADDER[w].epilogue, LADDER[w].example(64, 64)).program
+    b = _bound(p, M, N, K, a_mmajor=False)
+    v, note = select.variant(b, 0x1000, 0x2000, False, True, "auto", p, PTRS, False, PTRS, "auto", fast_ops(p))
+    assert v[9] == bn and f"{schedule} schedule" in note and f"tile 128x{bn}x64" in note, note
+
+
 def test_wide_layout_keeps_three_slots_beside_one_output():
     """48 KB slots: three of them and a 64 KB output staging (plus vectors, scratch, barriers and
     the alignment slack) fit the H200's 227 KB; a second output leaves no ring of two."""
