@@ -253,7 +253,6 @@ def sweep(calls, rounds, groups, numba_calls=None):
             for name in order:
                 times[name].append(do_bench(fns[name], warmup=25, rep=100, return_mode="median") * 1e3)
         med = {name: statistics.median(v) for name, v in times.items()}
-        choices.append(kernel_choices(recorded, kernels, i))
         cells = ", ".join(f"{n} {v:.1f} ({v / med['cublas']:.2f})" for n, v in med.items() if n != "cublas")
         print(f"- group {i} (cuBLAS {med['cublas']:.1f} µs): {cells}", flush=True)
 
