@@ -1,0 +1,122 @@
+"""Every kernel configuration of one workload, forced, timed side by side (H200; interleaved):
+
+    python3 -m bench.tile_sweep --rungs W2,W4 --shapes 8192x3072x768 [--rounds 3]
+        [--numba 'sm90_schedule="pingpong"' --numba 'fast_math=True' ...]
+
+Per rung and shape: cuBLAS (torch.matmul, the floor), the cupy backend's autotuned kernel and
+every tile of its sm90 family forced (`tile`: a tile whose ring leaves no room for the
+epilogue's buffers gives them up, and its label says which), and the numba_cuda backend with
+its defaults plus one row per `--numba` option set. Where a workload loses to cuBLAS, this says
+whether a tile or schedule choice or the kernel itself is to blame, and what an option is worth.
+
+Before timing, every candidate's outputs (NaN-filled by bind first: EVT_POISON) are compared with the
+autotuned cupy kernel's (rtol 2e-2 / atol 1e-2 on 16-bit outputs, 1e-3 relative on fp32
+reductions); a candidate that disagrees is reported and not timed.
+"""
+import argparse
+import ast
+import statistics
+import sys
+
+
+def _options(text):
+    """'k=v,k2=v2' -> {k: literal v}."""
+    out = {}
+    for item in filter(None, text.split(",")):
+        k, v = item.split("=", 1)
+        try:
+            out[k] = ast.literal_eval(v)
+        except (ValueError, SyntaxError):
+            out[k] = v
+    return out
+
+
+def _agree(got, ref):
+    """None when `got` matches `ref` output by output, else the first mismatch in words."""
+    import torch
+    for name, r in ref.items():
+        g = got[name].float()
+        r = r.float()
+        if r.dtype == torch.float32 and got[name].dtype == torch.float32 and r.dim() == 1:
+            bad = ~torch.isclose(g, r, rtol=1e-3, atol=1e-3 * float(r.abs().max()))
+        else:
+            bad = ~torch.isclose(g, r, rtol=2e-2, atol=1e-2)
+        if bool(bad.any()):
+            return f"{name}: {int(bad.sum())} of {bad.numel()} elements differ from the autotuned cupy kernel's"
+    return None
+
+
+def sweep_one(workload, shape, rounds, numba_sets):
+    import torch
+    from triton.testing import do_bench
+
+    import evt_core
+    from evt_backends.cupy.select import tiles
+
+    from .candidates import _poisoned, kernel_choice
+    M, N, K = shape
+    A, B, aux = workload.torch_inputs(M, N, K)
+    tree = evt_core.trace(workload.epilogue, workload.example(M, N))
+
+    def poisoned_call(k):
+        k(A, B, **aux)                                           # warm (build, autotune)
+        return _poisoned(lambda: k(A, B, **aux))                 # outputs NaN-filled by bind
+
+    auto = evt_core.compile(tree, backend="cupy")
+    ref = {n: t.clone() for n, t in poisoned_call(auto).items()}
+    chosen = auto.run.last
+    fns = {"cublas": lambda: torch.matmul(A, B), f"cupy auto {chosen.cfg.label()}": lambda: auto(A, B, **aux)}
+    kernels = []
+    for cfg in tiles(chosen.spec):
+        kernels.append((f"cupy {cfg.label()}", lambda cfg=cfg: evt_core.compile(tree, backend="cupy", tile=cfg)))
+    for opts in [{}] + numba_sets:
+        label = "numba " + (",".join(f"{k}={v}" for k, v in opts.items()) or "defaults")
+        kernels.append((label, lambda opts=opts: evt_core.compile(tree, backend="numba_cuda", **opts)))
+    for label, make in kernels:
+        try:
+            k = make()
+            why = _agree(poisoned_call(k), ref)
+        except Exception as err:  # noqa: BLE001 - a configuration that cannot run is a line, not a crash
+            print(f"  {label}: {type(err).__name__}: {str(err)[:160]}")
+            continue
+        if why:
+            print(f"  {label}: WRONG, not timed: {why}")
+            continue
+        if label.startswith("numba"):
+            ring = ", aux ring" if "ring" in (k.stages.get("sm90") or "") else ""
+            label += f" [{kernel_choice(k)}{ring}]"
+        fns[label] = lambda k=k: k(A, B, **aux)
+    times = {name: [] for name in fns}
+    for r in range(rounds):
+        order = list(fns)[r % len(fns):] + list(fns)[:r % len(fns)]
+        for name in order:
+            times[name].append(do_bench(fns[name], warmup=25, rep=100, return_mode="median") * 1e3)
+    med = {name: statistics.median(v) for name, v in times.items()}
+    print(f"\n### {workload.key} {M}×{N}×{K}: {workload.title}\n")
+    print("| kernel | µs | × cuBLAS |\n|---|---:|---:|")
+    for name, v in med.items():
+        print(f"| {name} | {v:.1f} | {v / med['cublas']:.3f} |", flush=True)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rungs", default="W2,W4")
+    ap.add_argument("--shapes", default="8192x3072x768")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--numba", action="append", default=[], help="a numba_cuda option set, 'k=v,k2=v2' (repeatable)")
+    args = ap.parse_args(argv)
+    import time
+
+    import torch
+    from .ladder import LADDER
+    from .workloads import parse_shape
+    print(f"# tile sweep ({torch.cuda.get_device_name()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+          f"{args.rounds} interleaved rounds of do_bench medians)")
+    for key in args.rungs.split(","):
+        for text in args.shapes.split(","):
+            sweep_one(LADDER[key], parse_shape(text), args.rounds, [_options(s) for s in args.numba])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
