@@ -9,6 +9,9 @@ epilogue's buffers gives them up, and its label says which), and the numba_cuda 
 its defaults plus one row per `--numba` option set. Where a workload loses to cuBLAS, this says
 whether a tile or schedule choice or the kernel itself is to blame, and what an option is worth.
 
+Each candidate is timed twice: called (what a user's eager call costs, host work included where the
+host falls behind) and as a CUDA graph of 10 calls replayed (the kernels alone).
+
 Before timing, every candidate's outputs (NaN-filled by bind first: EVT_POISON) are compared with the
 autotuned cupy kernel's (rtol 2e-2 / atol 1e-2 on 16-bit outputs, 1e-3 relative on fp32
 reductions); a candidate that disagrees is reported and not timed.
@@ -86,16 +89,48 @@ def sweep_one(workload, shape, rounds, numba_sets):
             ring = ", aux ring" if "ring" in (k.stages.get("sm90") or "") else ""
             label += f" [{kernel_choice(k)}{ring}]"
         fns[label] = lambda k=k: k(A, B, **aux)
-    times = {name: [] for name in fns}
+    graphs = {name: _graphed(fn) for name, fn in fns.items()}
+    timed = {(name, how): f for name in fns for how, f in (("call", fns[name]), ("graph", graphs[name])) if f}
+    per = {key: getattr(f, "calls", 1) for key, f in timed.items()}
+    times = {key: [] for key in timed}
     for r in range(rounds):
-        order = list(fns)[r % len(fns):] + list(fns)[:r % len(fns)]
-        for name in order:
-            times[name].append(do_bench(fns[name], warmup=25, rep=100, return_mode="median") * 1e3)
-    med = {name: statistics.median(v) for name, v in times.items()}
+        order = list(timed)[r % len(timed):] + list(timed)[:r % len(timed)]
+        for key in order:
+            times[key].append(do_bench(timed[key], warmup=25, rep=100, return_mode="median") * 1e3 / per[key])
+    med = {key: statistics.median(v) for key, v in times.items()}
     print(f"\n### {workload.key} {M}×{N}×{K}: {workload.title}\n")
-    print("| kernel | µs | × cuBLAS |\n|---|---:|---:|")
-    for name, v in med.items():
-        print(f"| {name} | {v:.1f} | {v / med['cublas']:.3f} |", flush=True)
+    print("| kernel | call µs | × cuBLAS | graph µs | × cuBLAS |\n|---|---:|---:|---:|---:|")
+    for name in fns:
+        cells = []
+        for how in ("call", "graph"):
+            v, base = med.get((name, how)), med.get(("cublas", how))
+            cells.append(f"{v:.1f} | {v / base:.3f}" if v is not None and base else "— | —")
+        print(f"| {name} | {' | '.join(cells)} |", flush=True)
+
+
+def _graphed(fn, calls=10):
+    """`calls` calls of fn captured in one CUDA graph, as a function replaying it and timing one
+    call's share: the kernels' own time, without the host's per-call work (which event timing
+    shows whenever the host falls behind the GPU); None where the capture fails."""
+    import torch
+    try:
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for _ in range(calls):
+                fn()
+    except Exception as err:  # noqa: BLE001 - reported as a missing column
+        print(f"  capture failed: {type(err).__name__}: {str(err)[:120]}")
+        return None
+    return _Replay(g, calls)
+
+
+class _Replay:
+    """g.replay() as a callable whose do_bench time divided by `calls` is one call's."""
+    def __init__(self, g, calls):
+        self.g, self.calls = g, calls
+
+    def __call__(self):
+        self.g.replay()
 
 
 def main(argv=None):

@@ -2,7 +2,9 @@
 
 Semantics live in `ELEMENTWISE[op].fn` (NumPy float32); each entry here must compute the same
 thing in fp32 on the device. Accurate libm calls (tanhf, erff, expf) are used rather than the
-`.approx` PTX forms so fp32 outputs stay within fp32 tolerance; the backend option
+`.approx` PTX forms so fp32 outputs stay within fp32 tolerance (the GELUs and their
+derivatives excepted: one shared form each in backends/gpu, gelu.py and gelu_tanh.py, more
+accurate than the op table's float32 formulas and cheaper than libm's); the backend option
 fast_math=True swaps in FAST_SPELLING (tanh.approx / ex2.approx / rcp.approx) instead. max/min go through the
 NaN-propagating helpers of the prelude, because CUDA's fmaxf drops NaN while np.maximum keeps it.
 """
@@ -12,7 +14,7 @@ import numpy as np
 
 from evt_core.tree.ops import Op
 
-from ...gpu import gelu
+from ...gpu import gelu, gelu_tanh
 from ...gpu.reductions import identity_bits
 
 _GELU_K = "0.7978845608028654f"
@@ -108,13 +110,25 @@ MATH_HELPERS = f"""
 __device__ __forceinline__ float evt_max_nan(float a, float b) {{ return (a > b || a != a) ? a : b; }}
 __device__ __forceinline__ float evt_min_nan(float a, float b) {{ return (a < b || a != a) ? a : b; }}
 __device__ __forceinline__ float evt_sigmoid(float x) {{ return 1.0f / (1.0f + expf(-x)); }}
-__device__ __forceinline__ float evt_gelu_tanh(float x) {{
-  return 0.5f * x * (1.0f + tanhf({_GELU_K} * (x + {_GELU_A} * x * x * x)));
+// the tanh-form GELU and its derivative through s = sigmoid(2u) = (1 + tanh u) / 2, around one
+// ex2.approx and one rcp.approx (gpu/gelu_tanh.py: the form, its errors, why v is clamped)
+__device__ __forceinline__ float evt_sigmoid_2u(float x, float& e, float& v) {{
+  float s;
+  v = x * ({float_literal(gelu_tanh.V_C1)} + {float_literal(gelu_tanh.V_C3)} * (x * x));
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(fminf(v, {float_literal(gelu_tanh.V_MAX)})));
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(s) : "f"(1.0f + e));
+  return s;
 }}
-// d/dx of the tanh-form GELU (the same formula as ops._gelu_tanh_grad)
+__device__ __forceinline__ float evt_gelu_tanh(float x) {{
+  float e, v;
+  const float s = evt_sigmoid_2u(x, e, v);
+  return v > {float_literal(gelu_tanh.V_MAX)} ? x * 0.0f : x * s;
+}}
 __device__ __forceinline__ float evt_gelu_tanh_grad(float x) {{
-  float t = tanhf({_GELU_K} * (x + {_GELU_A} * x * x * x));
-  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * {_GELU_K} * (1.0f + 3.0f * {_GELU_A} * x * x);
+  float e, v;
+  const float s = evt_sigmoid_2u(x, e, v);
+  const float g = fmaf(x * (s * (e * s)), {float_literal(gelu_tanh.G_C1)} + {float_literal(gelu_tanh.G_C3)} * (x * x), s);
+  return v > {float_literal(gelu_tanh.V_MAX)} ? x * 0.0f : g;
 }}
 {_phi("evt_phi_accurate", gelu.ACCURATE)}
 {_phi("evt_phi_fast", gelu.FAST)}

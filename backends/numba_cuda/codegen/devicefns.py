@@ -8,12 +8,17 @@ import math
 from numba import cuda, float32
 
 from ...gpu import gelu as _gelu
+from ...gpu import gelu_tanh as _gt
+from .ptx_sm90 import ex2_approx, rcp_approx
 
 _HALF, _ONE, _THREE = float32(0.5), float32(1.0), float32(3.0)
 _K, _A = float32(0.7978845608028654), float32(0.044715)
 _SQRT_HALF, _INV_SQRT_2PI = float32(0.7071067811865476), float32(0.3989422804014327)
 _NEG_LOG2E, _GELU_T = float32(-_gelu.LOG2E), float32(_gelu.GELU_T)
 _PHI = tuple(float32(c) for c in _gelu.ACCURATE)      # gpu/gelu.py's accurate E(t), lowest degree first
+_ZERO = float32(0.0)
+_V_C1, _V_C3, _V_MAX = float32(_gt.V_C1), float32(_gt.V_C3), float32(_gt.V_MAX)
+_G_C1, _G_C3 = float32(_gt.G_C1), float32(_gt.G_C3)
 
 
 @cuda.jit(device=True, inline=True)
@@ -63,10 +68,22 @@ def f_erf(x):
 
 
 @cuda.jit(device=True, inline=True)
+def gelu_tanh(x):
+    # x sigmoid(2u) around one ex2.approx and one rcp.approx (gpu/gelu_tanh.py: why, and errors)
+    v = x * (_V_C1 + _V_C3 * (x * x))
+    s = rcp_approx(_ONE + ex2_approx(min(v, _V_MAX)))
+    return x * _ZERO if v > _V_MAX else x * s
+
+
+@cuda.jit(device=True, inline=True)
 def gelu_tanh_grad(x):
-    # Term by term as ops._gelu_tanh_grad writes it.
-    t = math.tanh(_K * (x + _A * x * x * x))
-    return _HALF * (_ONE + t) + _HALF * x * (_ONE - t * t) * _K * (_ONE + _THREE * _A * x * x)
+    # s + x (G_C1 + G_C3 x^2) s (1 - s), s = sigmoid(2u), 1 - s = e s (gpu/gelu_tanh.py)
+    x2 = x * x
+    v = x * (_V_C1 + _V_C3 * x2)
+    e = ex2_approx(min(v, _V_MAX))
+    s = rcp_approx(_ONE + e)
+    g = (x * (s * (e * s))) * (_G_C1 + _G_C3 * x2) + s
+    return x * _ZERO if v > _V_MAX else g
 
 
 @cuda.jit(device=True, inline=True)

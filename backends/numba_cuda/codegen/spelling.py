@@ -1,7 +1,9 @@
 """How each elementwise `Op` is spelled in generated kernel source (fp32 throughout).
 
 The semantics are `evt_core.tree.ops.ELEMENTWISE[op].fn`; these spellings follow those NumPy
-expressions term by term so the GPU rounds the same way up to libdevice's ulp differences.
+expressions term by term so the GPU rounds the same way up to libdevice's ulp differences,
+except the GELUs and their derivatives: one shared form each in backends/gpu (gelu.py,
+gelu_tanh.py), more accurate than the op table's float32 formulas and cheaper than libdevice's.
 Math goes through `f_*` helper names: on the GPU they are numba device functions over `math`
 (libdevice), in the simulator NumPy float32 functions, because Python's `math` raises on a
 domain error (log(-1)) where the contract asks for NaN.
@@ -26,7 +28,7 @@ SPELLING = {
     Op.MINIMUM: "nan_min({0}, {1})",
     Op.RELU: "nan_max({0}, ZERO)",
     Op.GELU: "{0} * HALF * (ONE + f_erf({0} * SQRT_HALF))",
-    Op.GELU_TANH: "HALF * {0} * (ONE + f_tanh(GELU_K * ({0} + GELU_A * {0} * {0} * {0})))",
+    Op.GELU_TANH: "gelu_tanh({0})",
     Op.GELU_TANH_GRAD: "gelu_tanh_grad({0})",
     Op.GELU_GRAD: "gelu_grad({0})",
     Op.SIGMOID: "ONE / (ONE + f_exp(-{0}))",

@@ -22,7 +22,7 @@ from evt_core.errors import KernelCompileError
 from ..codegen.abi import numba_signature
 from . import lowering_fastpaths, typing_memo
 
-CODE_VERSION = "10"         # bump whenever generated code or the ABI changes
+CODE_VERSION = "11"         # bump whenever generated code or the ABI changes
 COMPILES = {"count": 0}     # numba compilations in this process
 _memory = {}
 _lock = threading.Lock()
