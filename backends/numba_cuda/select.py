@@ -228,10 +228,14 @@ def sm90_wide_tile_refusal(program, pingpong, frag, deterministic, aux_ring=Fals
 
 
 def _wide_tile_measured(program):
-    """The kinds "auto" gives 128 x 256 tiles: those measured at that width (no (M, N) input and
-    no reduction: the weight gradients of sm90_wide_tile_pays). The others (an (M, N) input
-    through the ring, row reductions) take it only by sm90_tile_n=256 until measured."""
-    return not tile_inputs(program) and not program.reductions
+    """The kinds "auto" gives 128 x 256 tiles: those measured at that width. No (M, N) input and
+    no reduction (the weight gradients of sm90_wide_tile_pays), and (M, N) inputs through the
+    ring, with or without row reductions: W4 (a bias, an fp16 residual, two row sums) at
+    4096 x 4096 x 4096, cooperative 128 x 256 against 128 x 128 231.0 against 244.1 us (called;
+    as CUDA graphs 237.7 against 250.1), the cupy backend's autotuned 128 x 256 232.6 (H200,
+    2026-12-03, bench.tile_sweep). Row reductions without an (M, N) input (W3's softmax row
+    max) take it only by sm90_tile_n=256 until measured."""
+    return bool(tile_inputs(program)) or not program.reductions
 
 
 def sm90_wide_tile_pays(b, program=None):
