@@ -174,14 +174,13 @@ def sm90_tile_n(b, program, pingpong, frag, deterministic, aux_ring=False, choic
     128; 256 gives 256 wherever the kernel kind can run it (sm90_wide_tile_fits), else 128
     (kernel.stages["sm90"] says why: a per-call fallback like the mma.sync one, since the kind
     depends on the call's strides and alignment); "auto" gives 256 only where the kind can run
-    it, is one measured at that width (_wide_tile_measured) and the problem is one where it was
-    measured to pay (sm90_wide_tile_pays). aux_ring: the call's (M, N) inputs go through the
+    it and the problem is one where it was measured to pay (sm90_wide_tile_pays). aux_ring: the call's (M, N) inputs go through the
     ring (select.sm90_aux_ring; copied inputs keep 128)."""
     if choice == BN_DEFAULT or not sm90_wide_tile_fits(program, pingpong, frag, deterministic, aux_ring):
         return BN_DEFAULT
     if choice == BN_WIDE:
         return BN_WIDE
-    return BN_WIDE if _wide_tile_measured(program) and sm90_wide_tile_pays(b, program) else BN_DEFAULT
+    return BN_WIDE if sm90_wide_tile_pays(b, program) else BN_DEFAULT
 
 
 def sm90_wide_tile_fits(program, pingpong, frag, deterministic, aux_ring=False):
@@ -227,17 +226,6 @@ def sm90_wide_tile_refusal(program, pingpong, frag, deterministic, aux_ring=Fals
     return None
 
 
-def _wide_tile_measured(program):
-    """The kinds "auto" gives 128 x 256 tiles: those measured at that width. No (M, N) input and
-    no reduction (the weight gradients of sm90_wide_tile_pays), and (M, N) inputs through the
-    ring, with or without row reductions: W4 (a bias, an fp16 residual, two row sums) at
-    4096 x 4096 x 4096, cooperative 128 x 256 against 128 x 128 231.0 against 244.1 us (called;
-    as CUDA graphs 237.7 against 250.1), the cupy backend's autotuned 128 x 256 232.6 (H200,
-    2026-12-03, bench.tile_sweep). Row reductions without an (M, N) input (W3's softmax row
-    max) take it only by sm90_tile_n=256 until measured."""
-    return bool(tile_inputs(program)) or not program.reductions
-
-
 def sm90_wide_tile_pays(b, program=None):
     """Whether a call's problem is one where 128 x 256 tiles were measured faster than 128 x 128.
     On the H200 the cupy backend's autotuner picks 128 x 256 (cooperative, 4 or 3 ring slots)
@@ -255,7 +243,13 @@ def sm90_wide_tile_pays(b, program=None):
       WIDE_TILE_MIN_FILL x the SM count: half as many tiles as 128 x 128 leave SMs idle where
       128 x 128 tiles would still fill them (the three shapes above: 96-128 tiles, 132 SMs).
     This kernel has no split-K, so every call is a no-split-K one. The schedule and epilogue
-    conditions are sm90_wide_tile_fits'.
+    conditions are sm90_wide_tile_fits'. The same rule holds for every kind that fits, measured
+    at 4096 x 4096 x 4096 (H200, 2026-12-03, bench/RESULTS.md runs 85-86): W4 (a bias, an fp16
+    residual through the ring, two row sums) 221.6-231.0 against 238.6-244.1 us at 128 x 128,
+    an (M, N) residual alone 211.2 against 225.2, a row sum 207.0 against 219.8 (ping-pong),
+    W3's row max 216.7 against 222.1; at K = 1024 (16384 x 4096 x 1024) the residual alone and
+    W3 lose at 128 x 256 (262.4 against 252.0, 239.3 against 231.4), W4 gains (271.8 against
+    283.0): K >= 4096 stays the line.
     A plain store (no input, no reduction, one output: the bare GEMM) also takes 128 x 256 at
     any K where its tiles make WIDE_TILE_MIN_WAVES waves or more, so the last wave's
     quantisation is small: measured on the H200 (bench/RESULTS.md, 2026-12-03, runs 79-80),
