@@ -104,7 +104,7 @@ def sweep_one(workload, shape, rounds, numba_sets):
         cells = []
         for how in ("call", "graph"):
             v, base = med.get((name, how)), med.get(("cublas", how))
-            cells.append(f"{v:.1f} | {v / base:.3f}" if v is not None and base else "— | —")
+            cells.append("— | —" if v is None else f"{v:.1f} | " + (f"{v / base:.3f}" if base else "—"))
         print(f"| {name} | {' | '.join(cells)} |", flush=True)
 
 
@@ -114,6 +114,8 @@ def _graphed(fn, calls=10):
     shows whenever the host falls behind the GPU); None where the capture fails."""
     import torch
     try:
+        fn()                            # lazy set-up (cuBLAS's handle and workspace) outside the capture
+        torch.cuda.synchronize()
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g):
             for _ in range(calls):
