@@ -215,3 +215,53 @@ def test_fp32_pair_reads_of_a_staged_row_are_bank_conflict_free():
                     word = (16 * w + fg) * ef.AUX_PITCH + 2 * fq + 8 * j
                     banks += [word % 32, (word + 1) % 32]
                 assert len(set(banks)) == 32, (w, j, sorted(banks))
+
+
+def _run_lanes(source, name, lanes, **args):
+    """Run a generated device function's straight-line body for the 32 lanes of a warp at once:
+    each variable a NumPy array over lanes, `a if b else c` a select, a xor shuffle an index
+    permutation, sts a scatter into the dict `scratch`."""
+    import re
+    import numpy as np
+    body = source[source.index(f"def {name}("):].split("\n")[1:]
+    code = "\n".join(line[4:] for line in body if line.startswith("    ") and "return" not in line)
+    code = re.sub(r"cuda\.shfl_xor_sync\(0xFFFFFFFF, (\w+) if (\w+) else (\w+), (\d+)\)",
+                  r"np.where(\2 != 0, \1, \3)[lanes ^ \4]", code)
+    code = re.sub(r"= (\w+) if (\w+) else (\w+)$", r"= np.where(\2 != 0, \1, \3)", code, flags=re.M)
+    scratch = {}
+
+    def sts(_, at, v):
+        for lane in range(32):
+            scratch[int(at[lane])] = float(v[lane])
+    exec(code, {"np": np, "lanes": lanes, "sts": sts, "max_nan": np.fmax, **args})
+    return scratch
+
+
+@pytest.mark.parametrize("bn", [128, 256])
+def test_column_reduce_scatter_parks_every_column_s_sum_over_the_quads(bn):
+    """epi_col<k>'s reduce-scatter: lane 4 fg + fq's partial 2 j + e belongs to column
+    8 j + 2 fq + e; after it, the scratch word w * bn + column holds that column's sum over the
+    warp's 8 quads, for every column, each written once."""
+    import numpy as np
+    p = evt_core.trace(lambda accum: {"D": accum, "S": evt_core.ops.sum(accum, over="M")},
+                       {"accum": np.empty((64, 64), np.float32), "D": np.empty((64, 64), np.float16),
+                        "S": np.empty(64, np.float32)}).program
+    lay = SimpleNamespace(bn=bn)
+    writer = ef._Writer.__new__(ef._Writer)
+    writer.p, writer.lay, writer.kinds = p, lay, ["col"]
+    src = writer.column_functions()
+    lanes = np.arange(32)
+    fg, fq = lanes // 4, lanes % 4
+    rng = np.random.default_rng(0)
+    n = 2 * (bn // 8)
+    parts = rng.integers(-1000, 1000, size=(n, 32)).astype(np.float64)    # exact sums in any order
+    w = 2
+    got = _run_lanes(src, "epi_col0", lanes, fg=fg, scratch=None, wcol=w * bn + 2 * fq,
+                     **{f"v{i}": parts[i] for i in range(n)})
+    want = {}
+    for i in range(n):
+        for lane in range(32):
+            col = 8 * (i // 2) + 2 * fq[lane] + i % 2
+            want[w * bn + col] = want.get(w * bn + col, 0.0) + parts[i, lane]
+    assert got == want and len(got) == bn
+    assert src.count("shfl_xor_sync") == n // 2 + n // 4 + n // 8

@@ -13,7 +13,8 @@ Fragment map (backends/gpu/sm90.fragment_position): thread (warp w, lane = 4 fg 
 warpgroup holds d[4j + 2r + e] of an m64nBN fragment (BN = 128 or 256, the variant's tile
 width) at row 16 w + fg + 8 r, column 8 j + 2 fq + e. So a row lives in the 4 lanes of a quad
 (row reductions: 2 xor shuffles, then one combine per row and tile) and a column in the 8
-quads of a warp (column reductions: 3 xor shuffles, then the 4 warps meet in shared memory).
+quads of a warp (column reductions: a reduce-scatter over 3 xor levels, then the 4 warps meet in
+shared memory).
 
 Swizzle: in a 128B-swizzled panel, row y's 16-byte chunk c sits at chunk c ^ (y % 8). A
 fragment row's y % 8 is fg, so a warp's 32 pair stores hit 8 distinct chunks x 4 words: no bank
@@ -392,7 +393,8 @@ class _Writer:
                     out += [f"if (fq == 0) & okm_{h}{r}:", f"    {gc(q, f'm_{h}{r}', None)}    # {red.name}"]
             elif kind == "col":
                 out.append(f"wcol = w * {self.lay.bn} + 2 * fq    # this thread's column pair's scratch word")
-                out += [f"epi_col{k}(p{k}_{j}0, p{k}_{j}1, fg, scratch, wcol + {8 * j})" for j in range(self.lay.bn // 8)]
+                parts = ", ".join(f"p{k}_{j}{e}" for j, e in self.cols)
+                out.append(f"epi_col{k}(fg, scratch, wcol, {parts})")
                 out.append(bar)
                 for _, col in _thread_columns(self.lay):     # thread tid finishes column tid (+ 128)
                     total = f"lds(scratch, {col})"
@@ -412,18 +414,38 @@ class _Writer:
         return out
 
     def column_functions(self):
-        """Module-level source of epi_col<k> per column reduction k: one column pair's partials
-        combined over the warp's eight quads (3 xor shuffles each), parked in the scratch by
-        the first quad. One call per column group (16) instead of the same lines per column
-        in the kernel (32 shuffle chains and branches that numba types and lowers one by one)."""
+        """Module-level source of epi_col<k> per column reduction k: the thread's column partials
+        (column 8 j + 2 fq + e as partial 2 j + e) combined over the warp's eight quads by a
+        reduce-scatter, then parked in the scratch. Each of the three xor levels (4, 8, 16: fg's
+        bits) halves what a lane holds: it keeps the half its fg bit names, sends the other half
+        to its partner and combines what comes back, so 2 n partials take n + n/2 + n/4 shuffles
+        (28 at 128 columns) where a shuffle chain per column took 3 x 2n (96), and each lane ends
+        with n/4 finished columns, which it stores. Every column still combines its quads in
+        the order xor 4, 8, 16, each step "own + partner's" (commutative bit for bit), so the
+        sums are the chains' exactly and deterministic mode stays bit-identical."""
         out = []
+        n = 2 * (self.lay.bn // 8)
         for k, (red, kind) in enumerate(zip(self.p.reductions, self.kinds)):
             if kind != "col":
                 continue
-            body = [f"{p} = {_comb(red, p, _shfl(p, s))}" for p in ("p_0", "p_1") for s in (4, 8, 16)]
-            body += ["if fg == 0:", "    sts(scratch, at, p_0)", "    sts(scratch, at + 1, p_1)", "return 0"]
+            names = [f"v{i}" for i in range(n)]
+            body = []
+            for level, lanes in enumerate((4, 8, 16)):
+                half = len(names) // 2
+                b = f"b{level}"
+                body.append(f"{b} = (fg >> {level}) & 1")
+                kept = []
+                for i in range(half):
+                    lo, hi, x = names[i], names[i + half], f"x{level}_{i}"
+                    body += [f"{x} = {hi} if {b} else {lo}", f"{x} = {_comb(red, x, _shfl(f'{lo} if {b} else {hi}', lanes))}"]
+                    kept.append(x)
+                names = kept
+            # the lane's finished partials are 2n/8-aligned: index base + t, base = n/2 b0 + n/4 b1 + n/8 b2
+            body.append(f"at = wcol + 4 * ({n // 2} * b0 + {n // 4} * b1 + {n // 8} * b2)")
+            body += [f"sts(scratch, at + {8 * (t // 2) + t % 2}, {v})" for t, v in enumerate(names)]
+            body.append("return 0")
             out.append("@cuda.jit(device=True, forceinline=True)\n"
-                       f"def epi_col{k}(p_0, p_1, fg, scratch, at):    # {red.name}\n" +
+                       f"def epi_col{k}(fg, scratch, wcol, {', '.join(f'v{i}' for i in range(n))}):    # {red.name}\n" +
                        "\n".join("    " + x for x in body) + "\n")
         return "\n\n".join(out)
 
