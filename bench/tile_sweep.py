@@ -17,21 +17,14 @@ autotuned cupy kernel's (rtol 2e-2 / atol 1e-2 on 16-bit outputs, 1e-3 relative 
 reductions); a candidate that disagrees is reported and not timed.
 """
 import argparse
-import ast
 import statistics
 import sys
 
 
 def _options(text):
-    """'k=v,k2=v2' -> {k: literal v}."""
-    out = {}
-    for item in filter(None, text.split(",")):
-        k, v = item.split("=", 1)
-        try:
-            out[k] = ast.literal_eval(v)
-        except (ValueError, SyntaxError):
-            out[k] = v
-    return out
+    """'k=v:k2=v2' (bench.ladder's backend-spec syntax) -> {k: literal v}."""
+    from .run import split_spec
+    return split_spec("numba_cuda:" + text)[1] if text else {}
 
 
 def _agree(got, ref):
@@ -140,7 +133,7 @@ def main(argv=None):
     ap.add_argument("--rungs", default="W2,W4")
     ap.add_argument("--shapes", default="8192x3072x768")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--numba", action="append", default=[], help="a numba_cuda option set, 'k=v,k2=v2' (repeatable)")
+    ap.add_argument("--numba", action="append", default=[], help="a numba_cuda option set, 'k=v:k2=v2' as in bench.ladder's specs (repeatable)")
     args = ap.parse_args(argv)
     import time
 

@@ -6,7 +6,7 @@ from bench.tile_sweep import _agree, _options
 
 
 def test_option_sets_parse_as_python_literals():
-    assert _options('sm90_tile_n=256,fast_math=True,sm90_schedule="pingpong"') == \
+    assert _options('sm90_tile_n=256:fast_math=True:sm90_schedule="pingpong"') == \
         {"sm90_tile_n": 256, "fast_math": True, "sm90_schedule": "pingpong"}
     assert _options("") == {}
 
