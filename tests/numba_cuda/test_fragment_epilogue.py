@@ -219,21 +219,20 @@ def test_fp32_pair_reads_of_a_staged_row_are_bank_conflict_free():
 
 def _run_lanes(source, name, lanes, **args):
     """Run a generated device function's straight-line body for the 32 lanes of a warp at once:
-    each variable a NumPy array over lanes, `a if b else c` a select, a xor shuffle an index
-    permutation, sts a scatter into the dict `scratch`."""
-    import re
+    each variable a NumPy array over lanes, select_f32 np.where, a xor shuffle an index
+    permutation, sts a scatter into the returned dict."""
+    from types import SimpleNamespace
     import numpy as np
     body = source[source.index(f"def {name}("):].split("\n")[1:]
     code = "\n".join(line[4:] for line in body if line.startswith("    ") and "return" not in line)
-    code = re.sub(r"cuda\.shfl_xor_sync\(0xFFFFFFFF, (\w+) if (\w+) else (\w+), (\d+)\)",
-                  r"np.where(\2 != 0, \1, \3)[lanes ^ \4]", code)
-    code = re.sub(r"= (\w+) if (\w+) else (\w+)$", r"= np.where(\2 != 0, \1, \3)", code, flags=re.M)
     scratch = {}
 
     def sts(_, at, v):
         for lane in range(32):
             scratch[int(at[lane])] = float(v[lane])
-    exec(code, {"np": np, "lanes": lanes, "sts": sts, "max_nan": np.fmax, **args})
+    shfl = SimpleNamespace(shfl_xor_sync=lambda mask, v, xor: v[lanes ^ xor])
+    exec(code, {"cuda": shfl, "sts": sts, "max_nan": np.fmax,
+                "select_f32": lambda c, a, b: np.where(c != 0, a, b), **args})
     return scratch
 
 

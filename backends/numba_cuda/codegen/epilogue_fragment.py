@@ -437,7 +437,8 @@ class _Writer:
                 kept = []
                 for i in range(half):
                     lo, hi, x = names[i], names[i + half], f"x{level}_{i}"
-                    body += [f"{x} = {hi} if {b} else {lo}", f"{x} = {_comb(red, x, _shfl(f'{lo} if {b} else {hi}', lanes))}"]
+                    body += [f"{x} = select_f32({b}, {hi}, {lo})",
+                             f"{x} = {_comb(red, x, _shfl(f'select_f32({b}, {lo}, {hi})', lanes))}"]
                     kept.append(x)
                 names = kept
             # the lane's finished partials are 2n/8-aligned: index base + t, base = n/2 b0 + n/4 b1 + n/8 b2

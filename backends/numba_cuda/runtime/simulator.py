@@ -92,6 +92,10 @@ f_exp, f_log, f_sqrt, f_tanh = _np1(np.exp), _np1(np.log), _np1(np.sqrt), _np1(n
 f_erf = _np1(lambda x: np.float32(__import__("math").erf(float(x))))
 
 
+def select_f32(c, a, b):
+    return _F(a) if c != 0 else _F(b)
+
+
 def gelu_tanh(x):
     from evt_core.tree.ops import ELEMENTWISE, Op
     return _F(ELEMENTWISE[Op.GELU_TANH].fn(_F(x)))
