@@ -421,8 +421,10 @@ class _Writer:
         to its partner and combines what comes back, so 2 n partials take n + n/2 + n/4 shuffles
         (28 at 128 columns) where a shuffle chain per column took 3 x 2n (96), and each lane ends
         with n/4 finished columns, which it stores. Every column still combines its quads in
-        the order xor 4, 8, 16, each step "own + partner's" (commutative bit for bit), so the
-        sums are the chains' exactly and deterministic mode stays bit-identical."""
+        the order xor 4, 8, 16, each step "own with partner's": sums are the chains' bit for bit
+        (fp32 addition commutes exactly), maxima too but for the sign of a zero max_nan picks
+        between +0 and -0 by operand order; the order is fixed, so deterministic mode stays
+        bit-identical run to run."""
         out = []
         n = 2 * (self.lay.bn // 8)
         for k, (red, kind) in enumerate(zip(self.p.reductions, self.kinds)):
