@@ -10,7 +10,8 @@ its defaults plus one row per `--numba` option set. Where a workload loses to cu
 whether a tile or schedule choice or the kernel itself is to blame, and what an option is worth.
 
 Each candidate is timed twice: called (what a user's eager call costs, host work included where the
-host falls behind) and as a CUDA graph of 10 calls replayed (the kernels alone).
+host falls behind) and as a CUDA graph of 10 calls replayed (the kernels alone); its host µs per
+call (100 calls enqueued without a wait) says when the called column measures the host.
 
 Before timing, every candidate's outputs (NaN-filled by bind first: EVT_POISON) are compared with the
 autotuned cupy kernel's (rtol 2e-2 / atol 1e-2 on 16-bit outputs, 1e-3 relative on fp32
@@ -91,14 +92,31 @@ def sweep_one(workload, shape, rounds, numba_sets):
         for key in order:
             times[key].append(do_bench(timed[key], warmup=25, rep=100, return_mode="median") * 1e3 / per[key])
     med = {key: statistics.median(v) for key, v in times.items()}
+    host = {name: _host_us(fn) for name, fn in fns.items()}
     print(f"\n### {workload.key} {M}×{N}×{K}: {workload.title}\n")
-    print("| kernel | call µs | × cuBLAS | graph µs | × cuBLAS |\n|---|---:|---:|---:|---:|")
+    print("| kernel | call µs | × cuBLAS | graph µs | × cuBLAS | host µs per call |\n|---|---:|---:|---:|---:|---:|")
     for name in fns:
         cells = []
         for how in ("call", "graph"):
             v, base = med.get((name, how)), med.get(("cublas", how))
             cells.append("— | —" if v is None else f"{v:.1f} | " + (f"{v / base:.3f}" if base else "—"))
-        print(f"| {name} | {' | '.join(cells)} |", flush=True)
+        print(f"| {name} | {' | '.join(cells)} | {host[name]:.1f} |", flush=True)
+
+
+def _host_us(fn, calls=100):
+    """Host µs per call: `calls` calls enqueued back to back without a wait (the GPU's queue
+    absorbs them), then one synchronize outside the clock. Where it nears the call's GPU time,
+    event timing of the called path measures the host, not the kernel."""
+    import time
+
+    import torch
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    host = (time.perf_counter() - t) / calls * 1e6
+    torch.cuda.synchronize()
+    return host
 
 
 def _graphed(fn, calls=10):
