@@ -418,9 +418,9 @@ class _Writer:
         (column 8 j + 2 fq + e as partial 2 j + e) combined over the warp's eight quads by a
         reduce-scatter, then parked in the scratch. Each of the three xor levels (4, 8, 16: fg's
         bits) halves what a lane holds: it keeps the half its fg bit names, sends the other half
-        to its partner and combines what comes back, so 2 n partials take n + n/2 + n/4 shuffles
-        (28 at 128 columns) where a shuffle chain per column took 3 x 2n (96), and each lane ends
-        with n/4 finished columns, which it stores. Every column still combines its quads in
+        to its partner and combines what comes back, so p partials take p/2 + p/4 + p/8 shuffles
+        (28 at 128 columns, p = 32) where a shuffle chain per column took 3p (96), and each lane
+        ends with p/8 finished columns, which it stores. Every column still combines its quads in
         the order xor 4, 8, 16, each step "own with partner's": sums are the chains' bit for bit
         (fp32 addition commutes exactly), maxima too but for the sign of a zero max_nan picks
         between +0 and -0 by operand order; the order is fixed, so deterministic mode stays
@@ -443,7 +443,8 @@ class _Writer:
                              f"{x} = {_comb(red, x, _shfl(f'select_f32({b}, {lo}, {hi})', lanes))}"]
                     kept.append(x)
                 names = kept
-            # the lane's finished partials are 2n/8-aligned: index base + t, base = n/2 b0 + n/4 b1 + n/8 b2
+            # the lane keeps partials base + t, t < n/8, base = n/2 b0 + n/4 b1 + n/8 b2 (even), whose
+            # columns 8 (i // 2) + 2 fq + i % 2 are wcol + 4 base + 8 (t // 2) + t % 2
             body.append(f"at = wcol + 4 * ({n // 2} * b0 + {n // 4} * b1 + {n // 8} * b2)")
             body += [f"sts(scratch, at + {8 * (t // 2) + t % 2}, {v})" for t, v in enumerate(names)]
             body.append("return 0")
