@@ -105,18 +105,12 @@ def sweep_one(workload, shape, rounds, numba_sets):
 
 def _host_us(fn, calls=100):
     """Host µs per call: `calls` calls enqueued back to back without a wait (the GPU's queue
-    absorbs them), then one synchronize outside the clock. Where it nears the call's GPU time,
-    event timing of the called path measures the host, not the kernel."""
-    import time
-
+    absorbs them; bench.launch_overhead's measure). Where it nears the call's GPU time, event
+    timing of the called path measures the host, not the kernel."""
     import torch
-    torch.cuda.synchronize()
-    t = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    host = (time.perf_counter() - t) / calls * 1e6
-    torch.cuda.synchronize()
-    return host
+
+    from .launch_overhead import per_call_us
+    return per_call_us(fn, calls, torch)[0]
 
 
 def _graphed(fn, calls=10):
