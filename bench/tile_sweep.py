@@ -1,7 +1,7 @@
 """Every kernel configuration of one workload, forced, timed side by side (H200; interleaved):
 
-    python3 -m bench.tile_sweep --rungs W2,W4 --shapes 8192x3072x768 [--rounds 3]
-        [--numba 'sm90_schedule="pingpong"' --numba 'fast_math=True' ...]
+    python3 -m bench.tile_sweep --rungs W2,W4 --shapes 8192x3072x768 [--rounds 3] [--no-cupy-tiles]
+        [--numba 'sm90_schedule="pingpong"' --numba 'fast_math=True:sm90_tile_n=256' ...]
 
 Per rung and shape: cuBLAS (torch.matmul, the floor), the cupy backend's autotuned kernel and
 every tile of its sm90 family forced (`tile`: a tile whose ring leaves no room for the
@@ -43,7 +43,7 @@ def _agree(got, ref):
     return None
 
 
-def sweep_one(workload, shape, rounds, numba_sets):
+def sweep_one(workload, shape, rounds, numba_sets, cupy_tiles=True):
     import torch
     from triton.testing import do_bench
 
@@ -64,7 +64,7 @@ def sweep_one(workload, shape, rounds, numba_sets):
     chosen = auto.run.last
     fns = {"cublas": lambda: torch.matmul(A, B), f"cupy auto {chosen.cfg.label()}": lambda: auto(A, B, **aux)}
     kernels = []
-    for cfg in tiles(chosen.spec):
+    for cfg in tiles(chosen.spec) if cupy_tiles else ():
         kernels.append((f"cupy {cfg.label()}", lambda cfg=cfg: evt_core.compile(tree, backend="cupy", tile=cfg)))
     for opts in [{}] + numba_sets:
         label = "numba " + (",".join(f"{k}={v}" for k, v in opts.items()) or "defaults")
@@ -146,6 +146,7 @@ def main(argv=None):
     ap.add_argument("--shapes", default="8192x3072x768")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--numba", action="append", default=[], help="a numba_cuda option set, 'k=v:k2=v2' as in bench.ladder's specs (repeatable)")
+    ap.add_argument("--no-cupy-tiles", action="store_true", help="only the autotuned cupy kernel (quicker: numba's options against it)")
     args = ap.parse_args(argv)
     import time
 
@@ -156,7 +157,8 @@ def main(argv=None):
           f"{args.rounds} interleaved rounds of do_bench medians)")
     for key in args.rungs.split(","):
         for text in args.shapes.split(","):
-            sweep_one(LADDER[key], parse_shape(text), args.rounds, [_options(s) for s in args.numba])
+            sweep_one(LADDER[key], parse_shape(text), args.rounds, [_options(s) for s in args.numba],
+                      cupy_tiles=not args.no_cupy_tiles)
     return 0
 
 
