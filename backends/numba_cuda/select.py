@@ -174,8 +174,8 @@ def sm90_tile_n(b, program, pingpong, frag, deterministic, aux_ring=False, choic
     128; 256 gives 256 wherever the kernel kind can run it (sm90_wide_tile_fits), else 128
     (kernel.stages["sm90"] says why: a per-call fallback like the mma.sync one, since the kind
     depends on the call's strides and alignment); "auto" gives 256 only where the kind can run
-    it and the problem is one where it was measured to pay (sm90_wide_tile_pays). aux_ring: the call's (M, N) inputs go through the
-    ring (select.sm90_aux_ring; copied inputs keep 128)."""
+    it and the problem is one where it was measured to pay (sm90_wide_tile_pays). aux_ring:
+    the call's (M, N) inputs go through the ring (select.sm90_aux_ring; copied inputs keep 128)."""
     if choice == BN_DEFAULT or not sm90_wide_tile_fits(program, pingpong, frag, deterministic, aux_ring):
         return BN_DEFAULT
     if choice == BN_WIDE:
@@ -258,11 +258,13 @@ def sm90_wide_tile_pays(b, program=None):
     against 220.4, 8192 x 8192 x 768 168.2 against 176.1; at 8192 x 768 x 3072 (1.5 waves)
     75.8 against 60.2. W1 (a bias, two outputs) measured within 2 % either way, so it keeps
     128 x 128 there."""
+    if b.N < BN_WIDE:
+        return False
     tiles = b.L * tile_count(b.M, sm90.BM) * tile_count(b.N, BN_WIDE)
     sms = launch_sm90.sm_count()
-    if program is not None and _plain_store(program) and b.N >= BN_WIDE and tiles >= WIDE_TILE_MIN_WAVES * sms:
+    if program is not None and _plain_store(program) and tiles >= WIDE_TILE_MIN_WAVES * sms:
         return True
-    return b.K >= WIDE_TILE_MIN_K and b.N >= BN_WIDE and tiles >= WIDE_TILE_MIN_FILL * sms
+    return b.K >= WIDE_TILE_MIN_K and tiles >= WIDE_TILE_MIN_FILL * sms
 
 
 def _plain_store(program):
