@@ -27,7 +27,6 @@ from evt_core.errors import KernelCompileError
 from evt_core.tree.ops import Op
 
 from ..gpu import sm90
-from ..gpu.reductions import ROW, reduction_kind
 from .codegen import epilogue_fragment
 from .codegen.frag_layout import FragLayout
 from .codegen.epilogue_sm90 import SmemLayout, tile_inputs
@@ -198,14 +197,13 @@ def sm90_wide_tile_refusal(program, pingpong, frag, deterministic, aux_ring=Fals
       128 wide. A 128 x 256 tile's input is 8 panels of 8 KB, six per 48 KB slot, so it takes
       two ring positions after the tile's k-blocks (sm90.aux_ring_geometry), and the ring
       needs one more (sm90.ring_holds_aux);
-    - reductions over N only (row sums and maxima, MEAN): a row's partial covers the thread's
-      64 columns of the 256 and combines across the quad and into global memory as at 128. A
-      column or whole-tile reduction (4 KB of column partials per warpgroup) builds, but its
-      combines at this width would run untested on the GPU;
     - a ring of three slots or more beside the epilogue's buffers: a 128 x 256 16-bit output's
-      staging takes 64 KB, so one output leaves three 48 KB slots of the H200's 227 KB, two
-      outputs not even two (W4, one fp16 output, a bias and an fp16 residual through the ring:
-      3 x 48 KB + 64 KB + 2 KB of bias slices + barriers = 216,112 of 232,448 bytes).
+      staging is two 8 KB panel buffers per warpgroup (32 KB), so one plain output leaves four
+      48 KB slots of the H200's 227 KB and two outputs three (W1 at 128 x 256: 3 x 48 KB + 2 x
+      32 KB + 2 KB of bias slices + barriers; W4, an fp16 residual through the ring: 3 slots).
+    Reductions take any width: a row's partial covers the thread's 64 columns of the 256 and
+    combines across the quad as at 128; a column reduction's reduce-scatter runs over 64
+    partials a thread instead of 32 (4 KB of column partials per warpgroup in the scratch).
     The kinds left built for sm_90a on the CPU with no LDL/STL and 168 registers beside the 128
     accumulators (test_sm90_codegen.py: a bare store, an M-major A, bias + gelu_tanh, and W4's
     layer-norm statistics: a column vector, an fp16 (M, N) input through the ring, two fp32 row
@@ -216,12 +214,9 @@ def sm90_wide_tile_refusal(program, pingpong, frag, deterministic, aux_ring=Fals
         return "the staged epilogue (its fp32 staging leaves no room for a ring)"
     if tile_inputs(program) and not aux_ring:
         return "(M, N) inputs copied by cp.async (128-wide rows; 16-bit inputs with aux_ring=True take the ring)"
-    kinds = {reduction_kind(r) for r in program.reductions}
-    if kinds - {ROW}:
-        return "a column or whole-tile reduction (not run at this width)"
     lay = FragLayout(program, BN_WIDE, deterministic, False, aux_ring=aux_ring)
     if not (lay.fits and lay.stages >= 3):
-        return (f"shared memory: {len(program.outputs)} output(s) of 64 KB staging leave no ring of three "
+        return (f"shared memory: {len(program.outputs)} output(s) of 32 KB staging leave no ring of three "
                 "48 KB slots" + (" beside the (M, N) inputs' ring positions" if lay.aux_ring else ""))
     return None
 

@@ -397,3 +397,70 @@ def test_wide_tile_ring_many_tiles_per_cta(monkeypatch, ctas):
     for i in range(3):
         compare(k(A, B, **inputs), ref, f"W4 wide, {ctas} CTAs, call {i}")
     assert "tile 128x256x64" in k.stages["sm90"] and "32 tiles" in k.stages["sm90"], k.stages["sm90"]
+
+
+def _two_outputs(accum, bias):
+    z = accum + bias
+    return {"z": z, "D": ops.relu(z)}
+
+
+def _col_sums(accum, bias):
+    D = accum + bias
+    return {"D": D, "S": ops.sum(D, over="M")}
+
+
+def _two_residuals(accum, r, g):
+    return {"D": accum * g + r}
+
+
+def _wide_more(name, L, M, N, K, ab):
+    """(tree, A, B, inputs) of the 128 x 256 kinds beyond one staged output: bench's W1 (a bias,
+    z and relu(z): two outputs recycling two panel buffers each), W2's kind (a bias and a column
+    sum, the whole tile staged beside 8 KB of column scratch) and two (M, N) inputs through the
+    ring (three aux stages beside a 4-slot ring, the output recycled)."""
+    _, A, B, _ = case("activations", L, M, N, K, ab=ab)
+    rng = np.random.default_rng(4)
+    lead = (L,) if L else ()
+    out = {"D": np.empty(lead + (M, N), DTYPES[ab])}
+    ex = {"accum": np.empty(lead + (M, N), np.float32)}
+    if name == "two_outputs":
+        inputs = {"bias": (rng.integers(-8, 8, N) / 4).astype(DTYPES[ab])}
+        tree = evt_core.trace(_two_outputs, {**ex, **inputs, **out, "z": out["D"]})
+    elif name == "col_sums":
+        inputs = {"bias": (rng.integers(-8, 8, N) / 4).astype(DTYPES[ab])}
+        tree = evt_core.trace(_col_sums, {**ex, **inputs, **out, "S": np.empty(lead + (N,), np.float32)})
+    else:
+        inputs = {k: rng.integers(-3, 4, lead + (M, N)).astype(DTYPES[ab]) for k in ("r", "g")}
+        tree = evt_core.trace(_two_residuals, {**ex, **inputs, **out})
+    return tree, A, B, inputs
+
+
+@pytest.mark.parametrize("det", [False, True])
+@pytest.mark.parametrize("ab", ["float16", "bfloat16"])
+@pytest.mark.parametrize("name", ["two_outputs", "col_sums", "two_residuals"])
+@pytest.mark.parametrize("shape", WIDE_SHAPES + [(0, 2000, 1032, 40)], ids=lambda s: "x".join(map(str, s)))
+def test_wide_tile_outputs_column_sums_and_two_ring_inputs(shape, name, ab, det):
+    """sm90_tile_n=256 on W1's, W2's and two-residual kinds: a recycled panel buffer is written
+    again only after its previous panel's TMA store read it (stale or torn panels would show as
+    wrong values), column sums over 256 columns (atomic or deterministic partials), and both
+    inputs' panels through the ring."""
+    if det and name != "col_sums":
+        pytest.skip("no reduction")
+    tree, A, B, inputs = _wide_more(name, *shape, ab)
+    stage = _run(tree, A, B, inputs, f"wide {name} {ab} {shape} det={det}", deterministic=det, sm90_tile_n=256)
+    assert "tile 128x256x64" in stage and "cooperative schedule" in stage, stage
+
+
+@pytest.mark.parametrize("name", ["two_outputs", "col_sums"])
+@pytest.mark.parametrize("ctas", [1, 3])
+def test_wide_tile_recycled_staging_many_tiles_per_cta(monkeypatch, name, ctas):
+    """1 or 3 CTAs over 8 x 4 tiles of 128 x 256 (sm_count forced), three calls: each
+    warpgroup's two panel buffers per output turn over 4 times a tile, tile after tile."""
+    from evt_backends.numba_cuda.runtime import launch_sm90
+    monkeypatch.setattr(launch_sm90, "sm_count", lambda: ctas)
+    tree, A, B, inputs = _wide_more(name, 0, 1000, 1000, 328, "float16")
+    k = evt_core.compile(tree, backend="numba_cuda", sm90=True, sm90_tile_n=256)
+    ref = evt_core.interpret(tree, A, B, **inputs)
+    for i in range(3):
+        compare(k(A, B, **inputs), ref, f"wide {name}, {ctas} CTAs, call {i}")
+    assert "tile 128x256x64" in k.stages["sm90"] and "32 tiles" in k.stages["sm90"], k.stages["sm90"]

@@ -26,9 +26,21 @@ def _ffn_forward(accum, bias):
     return z, D
 
 
+def _ffn_relu(accum, bias):
+    z = accum + bias
+    D = ops.relu(z)
+    return z, D
+
+
 def _bias_relu(accum, bias):
     D = ops.relu(accum + bias)
     return D
+
+
+def _col_sums(accum, bias):
+    D = accum + bias
+    S = ops.sum(D, over="M")
+    return D, S
 
 
 def _layernorm_stats(accum, bias, r):
@@ -103,8 +115,9 @@ def programs():
                                         "float16", False, False, False, False, True, False, True, True, True),
         "frag_pingpong_mmajor_a": (_trace(_bias_relu, {"bias": np.empty((64,), np.float16)}, np.float16),
                                    "bfloat16", True, False, False, False, True, False, True, False),
-        # 128 x 256 tiles (select.sm90_tile_n): m64n256k16, 128 accumulators per thread, a 3-slot
-        # ring of 48 KB; cooperative with the fragment epilogue, the kinds the rule admits
+        # 128 x 256 tiles (select.sm90_tile_n): m64n256k16, 128 accumulators per thread, 48 KB
+        # ring slots; cooperative with the fragment epilogue, the kinds the rule admits (a plain
+        # store recycles two panel buffers per warpgroup beside a 4-slot ring)
         "wide_bare": (_trace(_bare, {}, np.float16), "float16", False, False, False, False, False, False, True,
                       True, False, 256),
         # a weight gradient (BERT's dW = X^T dY): M-contiguous A, N-major B, a plain store
@@ -113,6 +126,18 @@ def programs():
         # a column vector, two values per thread and tile; a K-major B read as one 256-row box
         "wide_bias_gelu": (_trace(_bias_gelu, {"bias": np.empty((64,), np.float32)}, np.float16),
                            "float16", True, False, True, False, False, False, True, True, True, 256),
+        # W1's kind at 128 x 256: z and relu(z) staged in two recycled 8 KB panel buffers per
+        # warpgroup each, every panel TMA-stored behind its own barrier (a 3-slot ring)
+        "wide_ffn_relu_two_outputs": (_trace(_ffn_relu, {"bias": np.empty((64,), np.float16)}, np.float16,
+                                             ("z", "D")),
+                                      "float16", False, False, False, False, False, False, True, True, True, 256),
+        # W2's kind at 128 x 256: a column vector and a column sum (64 partials a thread
+        # reduce-scattered over the warpgroup's scratch), the whole tile staged (a 3-slot ring)
+        "wide_bias_col_sums": (evt_core.trace(_col_sums, {"accum": np.empty((64, 64), np.float32),
+                                                          "bias": np.empty((64,), np.float16),
+                                                          "D": np.empty((64, 64), np.float16),
+                                                          "S": np.empty((64,), np.float32)}).program,
+                               "float16", False, False, False, False, False, False, True, True, True, 256),
         # (M, N) inputs TMA-loaded through the ring (select.sm90_aux_ring): W4's residual beside a
         # column vector and two row sums; BERT's LayerNorm backward, two batched inputs (3-D
         # maps), two aux stages per tile, column sums

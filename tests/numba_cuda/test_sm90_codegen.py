@@ -15,7 +15,8 @@ KERNELS = ("bare", "bias_gelu", "reductions_aux_two_outputs", "means_batched", "
            "pingpong_reductions", "staged_dgelu", "frag_pingpong_bias_relu", "frag_pingpong_ffn_gelu_fast",
            "frag_stats_det", "mmajor_a_bias_gelu", "frag_pingpong_mmajor_a", "frag_bce_uturn", "frag_ffn_gelu_fast",
            "wide_bare", "wide_mmajor_a_bare", "wide_bias_gelu", "frag_ring_layernorm_stats",
-           "frag_ring_two_inputs_batched", "wide_ring_layernorm_stats")
+           "frag_ring_two_inputs_batched", "wide_ring_layernorm_stats", "wide_ffn_relu_two_outputs",
+           "wide_bias_col_sums")
 
 
 # Known spills, kept from growing (none now: the ping-pong fragment epilogue's column vector,

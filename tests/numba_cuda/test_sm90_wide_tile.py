@@ -54,6 +54,11 @@ def _two_outputs(accum, bias):
     return {"z": z, "D": ops.relu(z)}
 
 
+def _three_outputs(accum, bias):
+    z = accum + bias
+    return {"z": z, "D": ops.relu(z), "E": ops.gelu_tanh(z)}
+
+
 def _layernorm_stats(accum, bias, r):
     y = accum + bias + r
     return {"y": y, "y_sum": ops.sum(y, over="N"), "y_sqsum": ops.sum(y * y, over="N")}
@@ -72,6 +77,8 @@ PROGRAMS = {
     "residual": _trace(_residual, {"r": np.empty((64, 64), np.float16)}, H),
     "row_sums": _trace(_row_sums, {}, {**H, "S": np.empty(64, np.float32)}),
     "two_outputs": _trace(_two_outputs, {"bias": np.empty(64, np.float16)}, {"z": np.empty((64, 64), np.float16), **H}),
+    "three_outputs": _trace(_three_outputs, {"bias": np.empty(64, np.float16)},
+                            {k: np.empty((64, 64), np.float16) for k in ("z", "D", "E")}),
     "fp32_out": _trace(_bare, {}, {"D": np.empty((64, 64), np.float32)}),
     # bench's W4: a column vector, a 16-bit (M, N) residual (through the ring), two fp32 row sums
     "w4": _trace(_layernorm_stats, {"bias": np.empty(64, np.float16), "r": np.empty((64, 64), np.float16)},
@@ -124,6 +131,8 @@ def _choose(name, M, N, K, L=1, schedule="auto", epilogue="auto", tile_n="auto",
     ("w4", 4096, 1024, 16384, 1, {}),           # its residual through the ring, two row sums
     ("residual", 4096, 1024, 16384, 1, {}),     # an (M, N) input through the ring
     ("row_sums", 4096, 1024, 16384, 1, {}),     # a row reduction
+    ("two_outputs", 4096, 1024, 16384, 1, {}),  # W1's kind: two 32 KB panel stagings beside 3 slots
+    ("col_sums", 4096, 1024, 16384, 1, {}),     # W2's kind: a column reduction over 256 columns
 ])
 def test_wide_tile_where_it_pays(gpu, name, M, N, K, L, kw):
     v, note = _choose(name, M, N, K, L, **kw)
@@ -142,7 +151,7 @@ def test_wide_tile_where_it_pays(gpu, name, M, N, K, L, kw):
     ("fp32_out", 4096, 1024, 16384, {}, "an fp32 output: the staged epilogue"),
     ("w4", 8192, 3072, 768, {}, "W4 at its bench shape: K below 4096"),
     ("bare", 4096, 1024, 16384, {"tile_n": 128}, "sm90_tile_n=128"),
-    ("two_outputs", 4096, 1024, 16384, {}, "two outputs: no 3-slot ring fits"),
+    ("three_outputs", 4096, 1024, 16384, {}, "three outputs: no 3-slot ring fits"),
 ])
 def test_everything_else_keeps_128(gpu, name, M, N, K, opts, why):
     v, note = _choose(name, M, N, K, **opts)
@@ -158,6 +167,8 @@ def test_everything_else_keeps_128(gpu, name, M, N, K, opts, why):
     ("W4", 4096, 4096, 4096, "cooperative", 256),    # a residual through the ring, row sums, K = 4096
     ("W4", 8192, 3072, 768, "cooperative", 128),     # the same at K = 768: measured no gain
     ("W3", 4096, 4096, 4096, "cooperative", 256),    # a row max at K = 4096: 216.7 against 222.1 us
+    ("W1", 4096, 4096, 4096, "cooperative", 256),    # a bias and two outputs at K = 4096
+    ("W2", 4096, 4096, 4096, "cooperative", 256),    # a column sum at K = 4096
 ])
 def test_auto_tile_width_at_the_ladder_s_shapes(gpu, w, M, N, K, schedule, bn):
     from bench.ladder import LADDER
@@ -167,15 +178,26 @@ def test_auto_tile_width_at_the_ladder_s_shapes(gpu, w, M, N, K, schedule, bn):
     assert v[9] == bn and f"{schedule} schedule" in note and f"tile 128x{bn}x64" in note, note
 
 
-def test_wide_layout_keeps_three_slots_beside_one_output():
-    """48 KB slots: three of them and a 64 KB output staging (plus vectors, scratch, barriers and
-    the alignment slack) fit the H200's 227 KB; a second output leaves no ring of two."""
-    for name in ("bare", "bias_gelu", "row_col"):
+def test_wide_layout_rings_beside_the_panel_buffers():
+    """48 KB slots beside the outputs' staging. A cooperative warpgroup recycles two 8 KB panel
+    buffers (32 KB an output) where that buys ring depth: four slots beside a plain output
+    (230,464 of the H200's 232,448 bytes with barriers and the alignment slack), three beside
+    two outputs (none fit beside their whole 64 KB stagings). Where a column vector's 2 KB of
+    slices or a column reduction's 8 KB of scratch leave three slots either way, the whole tile
+    is staged (no barrier per panel); three outputs leave no ring of three."""
+    for name, stages, panels in (("bare", 4, 2), ("row_sums", 4, 2), ("two_outputs", 3, 2), ("bias_gelu", 3, 4),
+                                 ("row_col", 3, 4), ("col_sums", 3, 4)):
         lay = FragLayout(PROGRAMS[name], 256, False, False)
-        assert lay.stages == 3 and lay.fits and lay.total <= sm90.MAX_DYNAMIC_SHARED, (name, lay.total)
-        assert lay.ring == 3 * 49152 and lay.out_bytes == 65536 and lay.outs[0] % sm90.SWIZZLE_ALIGN == 0
-        assert lay.scratch_bytes == 0, name      # only a column or whole-tile reduction has scratch
-    assert not FragLayout(PROGRAMS["two_outputs"], 256, False, False).fits
+        assert lay.stages == stages and lay.fits and lay.total <= sm90.MAX_DYNAMIC_SHARED, (name, lay.total)
+        assert lay.out_panels == panels and lay.out_bytes == 16384 * panels and lay.recycles == (panels == 2), name
+        assert lay.outs == [stages * 49152 + lay.out_bytes * k for k in range(len(PROGRAMS[name].outputs))], name
+        assert all(o % sm90.SWIZZLE_ALIGN == 0 for o in lay.outs), name
+        assert (lay.scratch_bytes > 0) == (name == "col_sums"), name   # only column / whole-tile reductions
+    assert FragLayout(PROGRAMS["bare"], 256, False, False).total == 230464
+    assert not FragLayout(PROGRAMS["two_outputs"], 256, False, False, out_panels=4).stages >= 3
+    assert FragLayout(PROGRAMS["three_outputs"], 256, False, False).stages < 3
+    pp = FragLayout(PROGRAMS["bare"], 128, False, True)       # ping-pong stages its whole tile
+    assert pp.out_panels == 2 and pp.out_bytes == 32768 and not pp.recycles
     assert select.sm90_wide_tile_fits(PROGRAMS["bare"], False, True, False)
     assert not select.sm90_wide_tile_fits(PROGRAMS["bare"], True, True, False)       # ping-pong
     assert not select.sm90_wide_tile_fits(PROGRAMS["bare"], False, False, False)      # staged epilogue
@@ -184,8 +206,8 @@ def test_wide_layout_keeps_three_slots_beside_one_output():
 def test_wide_source():
     """The producer's stage is 48 KB and an N-major B four 64-column panels; tiles step 256
     columns; the wgmma is m64n256 with 128 accumulators; a warpgroup TMA-stores its four 8 KB
-    panels; a column vector is loaded twice per thread (columns tid and tid + 128) and both
-    parked in the warpgroup's 1 KB slice."""
+    panels as one bulk group; a column vector is loaded twice per thread (columns tid and tid +
+    128) and both parked in the warpgroup's 1 KB slice."""
     p = PROGRAMS["bias_gelu"]
     src = sm90_source(p, "float16", False, False, False, False, False, False, True, fast_ops(p), bn=256)
     assert "mbar_expect_tx(fb, 49152)" in src and "sb = sa + 16384" in src and "n0 = nt * 256" in src
@@ -193,7 +215,7 @@ def test_wide_source():
     assert src.count("tma_load_2d(sb") == 4
     for c in range(4):
         assert f"tma_store_2d(tmO0, sbase + {3 * 49152 + 8192 * c} + wg * 32768, n0 + {64 * c}, m0w)" in src
-    assert src.count("tma_store_2d(") == 4
+    assert src.count("tma_store_2d(") == 4 and src.count("bulk_commit()") == 1
     assert "bv0 = ld_f32(in0_p, l * in0_sl + (n0 + tid) * in0_sn) if n0 + tid < N else ZERO" in src
     assert "bv0_1 = ld_f32(in0_p, l * in0_sl + (n0 + tid + 128) * in0_sn) if n0 + tid + 128 < N else ZERO" in src
     assert ", tid, bv0)" in src and ", tid + 128, bv0_1)" in src and "wg * 1024" in src
@@ -209,26 +231,49 @@ def test_wide_source():
         sm90_source(p, "float16", False, False, False, False, False, False, False, bn=256)    # staged
 
 
-def test_wide_pair_stores_cover_each_warpgroup_s_panels_once():
-    """The address obase + const + xo a pair store hits at BN = 256 (cooperative): every 32-bit
-    word of a warpgroup's four 64 x 64 panels exactly once, at the 128B swizzle's position of
-    its (row, column), the two warpgroups' panels side by side."""
+def test_wide_recycled_panels_are_stored_as_they_are_written():
+    """Two outputs at 128 x 256 (W1's kind): each warpgroup's panel c of both outputs is staged in
+    buffer c % 2 and TMA-stored as its own bulk group right after its 8 column groups, behind a
+    barrier whose thread 0 first waited for the previous panel's stores to read their buffer."""
+    p = PROGRAMS["two_outputs"]
+    lay = FragLayout(p, 256, False, False)
+    src = sm90_source(p, "float16", False, False, False, False, False, False, True, fast_ops(p), bn=256)
+    groups = [src.index(f"epi_group(i64({j})") for j in range(32)]
+    for k in range(2):
+        stores = [src.index(f"tma_store_2d(tmO{k}, sbase + {lay.outs[k] + 8192 * (c % 2)} + wg * 16384, "
+                            f"n0 + {64 * c}, m0w)") for c in range(4)]
+        for c in range(4):      # panel c's stores after its 8 groups, before the next panel's
+            assert groups[8 * c + 7] < stores[c] and (c == 3 or stores[c] < groups[8 * c + 8]), (k, c)
+            assert src.rfind("bulk_wait_read0()", 0, stores[c]) > groups[8 * c + 7], (k, c)
+            assert src.rfind("named_bar_sync(1 + wg, 128)", 0, stores[c]) > groups[8 * c + 7], (k, c)
+    assert src.count("tma_store_2d(") == 8 and src.count("bulk_commit()") == 4
+    assert "xo = (fg ^ (j & 7)) * 16 + ((j >> 3) & 1) * 8192" in src
+
+
+def test_wide_pair_stores_cover_each_panel_once_in_its_buffer():
+    """The address obase + const + xo a pair store hits at BN = 256 (cooperative): panel c of a
+    warpgroup (its 64 rows, columns 64 c ..) in buffer c % 2, every 32-bit word of it exactly
+    once, at the 128B swizzle's position of its (row, column); the two warpgroups' buffer pairs
+    side by side, each buffer word written by two panels."""
     lay = FragLayout(PROGRAMS["bare"], 256, False, False)
     seen = {}
     for wg in range(2):
         for tid in range(128):
             w, fg, fq = tid // 32, (tid % 32) // 4, tid % 4
-            obase = wg * lay.panels * ef.PANEL_BYTES + (16 * w + fg) * 128 + 4 * fq
+            obase = wg * lay.out_panels * ef.PANEL_BYTES + (16 * w + fg) * 128 + 4 * fq
             for j in range(32):
                 for r in range(2):
-                    at = obase + r * 1024 + (fg ^ (j & 7)) * 16 + (j >> 3) * ef.PANEL_BYTES
+                    at = obase + r * 1024 + (fg ^ (j & 7)) * 16 + ((j >> 3) & 1) * ef.PANEL_BYTES
                     row, col = 16 * w + fg + 8 * r, 8 * j + 2 * fq
                     y, x = row, col % 64
-                    panel = 4 * wg + col // 64
-                    want = panel * ef.PANEL_BYTES + y * 128 + (((x * 2) // 16) ^ (y % 8)) * 16 + x * 2 % 16
+                    buf = 2 * wg + (col // 64) % 2
+                    want = buf * ef.PANEL_BYTES + y * 128 + (((x * 2) // 16) ^ (y % 8)) * 16 + x * 2 % 16
                     assert at == want, (wg, tid, j, r)
-                    seen.setdefault(at, []).append((wg, tid, j, r))
-    assert sorted(seen) == list(range(0, lay.out_bytes, 4))
+                    seen.setdefault((col // 64, at), []).append((wg, tid, j, r))
+    assert all(len(v) == 1 for v in seen.values())
+    for c in range(4):
+        assert sorted(at for p, at in seen if p == c) == [a for a in range(0, lay.out_bytes, 4)
+                                                          if (a // ef.PANEL_BYTES) % 2 == c % 2]
 
 
 def test_wide_operand_maps():
@@ -263,8 +308,7 @@ def test_forced_wide_tile(gpu, name, M, N, K, det):
     ("bare", {"epilogue": "staged"}, "staged epilogue"),
     ("fp32_out", {}, "staged epilogue"),
     ("fp32_residual", {}, "copied by cp.async"),
-    ("col_sums", {}, "column or whole-tile reduction"),
-    ("two_outputs", {}, "shared memory"),
+    ("three_outputs", {}, "shared memory"),
 ])
 def test_forced_wide_tile_falls_back_to_128_and_says_why(gpu, name, opts, why):
     v, note = _choose(name, 4096, 1024, 16384, tile_n=256, **opts)
@@ -275,23 +319,25 @@ def test_forced_wide_tile_falls_back_to_128_and_says_why(gpu, name, opts, why):
 def test_forced_wide_tile_keeps_auto_s_ping_pong_where_cooperative_cannot_take_it(gpu):
     """sm90_tile_n=256 switches "auto"'s ping-pong to cooperative only where the cooperative kind
     runs 256-wide; elsewhere the schedule stays and the note gives the cooperative kind's reason."""
-    auto, _ = _choose("col_sums", 8192, 8192, 4096)
-    v, note = _choose("col_sums", 8192, 8192, 4096, tile_n=256)
+    auto, _ = _choose("three_outputs", 8192, 8192, 4096)
+    v, note = _choose("three_outputs", 8192, 8192, 4096, tile_n=256)
     assert auto[5] and v[5] and v[9] == 128, (auto, v)
-    assert "ping-pong schedule" in note and "not taken: a column or whole-tile reduction" in note, note
+    assert "ping-pong schedule" in note and "not taken: shared memory" in note, note
 
 
 def test_w4_wide_layout():
     """W4 at 128 x 256 with its residual through the ring: three 48 KB slots, the residual's
     eight panels in two of them after each tile's k-blocks (one left for the next tile's first
-    k-block during the epilogue), a 64 KB output staging, 2 x 1 KB bias slices, no scratch (row
-    sums combine in registers): 216,112 of the 232,448 bytes."""
+    k-block during the epilogue), its whole 64 KB output staging (recycling two panel buffers
+    would leave 232,512 bytes for a fourth slot, 64 too many), 2 x 1 KB bias slices, no scratch
+    (row sums combine in registers): 216,112 of the 232,448 bytes."""
     for det in (False, True):
         lay = FragLayout(PROGRAMS["w4"], 256, det, False, aux_ring=True)
         assert (lay.stages, lay.aux_stages, lay.aux_per_stage, lay.aux_groups) == (3, 2, 6, 8)
         assert lay.fits and lay.ring == 3 * 49152 and lay.outs == [3 * 49152] and not lay.aux
-        assert lay.vecs == {0: 3 * 49152 + 65536} and lay.scratch_bytes == 0
+        assert lay.vecs == {0: 3 * 49152 + 65536} and lay.scratch_bytes == 0 and not lay.recycles
         assert lay.total == 216112 <= sm90.MAX_DYNAMIC_SHARED
+    assert FragLayout(PROGRAMS["w4"], 256, False, False, 4, aux_ring=True, out_panels=2).total == 232512
     assert FragLayout(PROGRAMS["w4"], 256, False, False, 4, aux_ring=True).total > sm90.MAX_DYNAMIC_SHARED
     with pytest.raises(AssertionError):
         FragLayout(PROGRAMS["w4"], 256, False, False)       # copied rows are 128 wide

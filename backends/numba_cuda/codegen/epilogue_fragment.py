@@ -22,7 +22,6 @@ conflict. (M, N) inputs are copied by cp.async (epilogue_sm90.aux_copy_lines) in
 to AUX_PITCH elements, which makes the fragment's 2-byte reads conflict-free as well; an fp32
 input (XML-CNN's targets) is read a column pair per 64-bit load, conflict-free too (_pair_read).
 """
-from evt_core.dtypes import DTYPES
 from evt_core.tree.ops import Op
 
 from ...gpu import sm90
@@ -187,6 +186,14 @@ class _Writer:
         from the tile's shared slice inside it, just ahead of its pairs, and die after it (held
         all up front, 32 of them beside ping-pong's 128 accumulators made W1 spill 90 registers)."""
         out = self._head() + self._partials() + self._loads()
+        if self._recycles():
+            # each 64-column panel goes to the TMA as soon as its 8 groups are written; column
+            # and whole-tile combines (barriers over the scratch) come after the last panel
+            for c in range(self.lay.panels):
+                for j in range(8 * c, 8 * c + 8):
+                    out += self._group(j)
+                out += self._panel_store(c)
+            return out + self._combines(rows=False) + self._combines(rows=True)
         for j in range(self.lay.bn // 8):
             out += self._group(j)
         # row combines (registers, shuffles, one global combine per row) after the stores are
@@ -194,6 +201,11 @@ class _Writer:
         # combines meet in the scratch behind barriers, ahead of them as before
         out += self._combines(rows=False) + self._stores() + self._combines(rows=True)
         return out
+
+    def _recycles(self):
+        """Whether a cooperative 128 x 256 tile's four panels per warpgroup take turns in two
+        staging buffers (FragLayout: where that buys ring depth)."""
+        return self.lay.recycles
 
     def _head(self):
         lay, pp = self.lay, self.lay.pingpong
@@ -222,7 +234,7 @@ class _Writer:
             out += vec
             out += ["if tid == 0:", "    bulk_wait_read0()   # this warpgroup's previous stores have read its staging",
                     "named_bar_sync(1 + wg, 128)"]
-        rh = "" if pp else f" + wg * {lay.panels * PANEL_BYTES}"
+        rh = "" if pp else f" + wg * {lay.out_panels * PANEL_BYTES}"
         # the staging and vector addresses below are loop-invariant: through per_tile they are
         # computed per tile, where LLVM would hoist all 64-128 of them out of the tile loop
         out.append("tbase = per_tile(sbase)")
@@ -301,9 +313,10 @@ class _Writer:
         the kernel's calls one by one: 16 calls of this function instead of 32 or 64 of
         epi_pair (and their per-call address and bound-check arithmetic, spelled here once)
         halve the front end's time; LLVM inlines both (forceinline), so the code is the same."""
+        buf = "((j >> 3) & 1)" if self._recycles() else "(j >> 3)"     # panel j // 8's staging buffer
         out = ["c = 8 * j",
-               f"xo = (fg ^ (j & 7)) * 16 + (j >> 3) * {PANEL_BYTES}   # the group's 16-byte chunk of its "
-               "swizzled row, in its 64-column panel"]
+               f"xo = (fg ^ (j & 7)) * 16 + {buf} * {PANEL_BYTES}   # the group's 16-byte chunk of its "
+               "swizzled row, in its 64-column panel's buffer"]
         if self._need_n():
             out += ["okn_0 = c < nlim", "okn_1 = c + 1 < nlim"]
         out += [f"vb{k}_0, vb{k}_1 = lds_f32x2(vrow{k} + 4 * c)    # {self.p.inputs[k].name}" for k in self.bcast]
@@ -315,7 +328,7 @@ class _Writer:
                 f"    # {self.p.inputs[k].name}" for k in self.ring for h, r in self.rows]
         pp = self.lay.pingpong
         for h, r in self.rows:
-            const = (h * self.lay.panels * PANEL_BYTES if pp else 0) + r * 1024
+            const = (h * self.lay.out_panels * PANEL_BYTES if pp else 0) + r * 1024
             args = [f"f{h}[{2 * r + e}]" for e in range(2)]
             args += [self._value(k, h, r, e) for k in _loaded(self.p) for e in range(2)]
             args += [f"sc{k}" for k in range(len(self.p.scalars))]
@@ -453,6 +466,28 @@ class _Writer:
                        "\n".join("    " + x for x in body) + "\n")
         return "\n\n".join(out)
 
+    def _panel_store(self, c):
+        """Panel c of a recycling cooperative warpgroup (_recycles), just written to buffer c % 2:
+        thread 0 waits until every earlier store has read its staging (panel c - 1's, so the
+        buffer panel c + 1 will overwrite is free; issued a panel's math ago, it is done), the
+        barrier publishes that and panel c's writes, and thread 0 stores panel c of every output
+        as one bulk group. One barrier per panel; the tile start's bulk_wait_read0 and barrier
+        cover panel 0."""
+        out = ["fence_proxy_async()", "if tid == 0:", "    bulk_wait_read0()   # panel c - 1 has left buffer (c + 1) % 2",
+               f"named_bar_sync(1 + wg, 128)   # panel {c} is staged", "if tid == 0:"]
+        for k, t in enumerate(self.p.outputs):
+            ind = "    "
+            if self.p.batched and not self.p.spans(t)[0]:
+                out.append("    if l == 0:    # an output without L is the first batch's")
+                ind = "        "
+            src = f"sbase + {self.lay.outs[k] + (c % 2) * PANEL_BYTES} + wg * {self.lay.out_panels * PANEL_BYTES}"
+            out.append(ind + self._store_call(k, src, f"n0 + {64 * c}", "m0w"))
+        return out + ["    bulk_commit()"]
+
+    def _store_call(self, k, src, x, y):
+        sl = self.p.spans(self.p.outputs[k])[0]
+        return f"tma_store_3d(tmO{k}, {src}, {x}, {y}, l)" if sl else f"tma_store_2d(tmO{k}, {src}, {x}, {y})"
+
     def _stores(self):
         """Hand the staged panels to the TMA: fence (generic -> async proxy), barrier, one thread
         issues a store per panel and commits them as one bulk group."""
@@ -461,18 +496,15 @@ class _Writer:
                "if tid == 0:"]
         halves = range(2) if pp else [None]
         for k, t in enumerate(self.p.outputs):
-            sl = self.p.spans(t)[0]
             ind = "    "
-            if self.p.batched and not sl:
+            if self.p.batched and not self.p.spans(t)[0]:
                 out.append("    if l == 0:    # an output without L is the first batch's")
                 ind = "        "
             for h in halves:
                 for c in range(self.lay.panels):
                     src = f"sbase + {self.lay.outs[k] + (h * self.lay.panels + c) * PANEL_BYTES}" if pp else \
                         f"sbase + {self.lay.outs[k] + c * PANEL_BYTES} + wg * {self.lay.panels * PANEL_BYTES}"
-                    y = f"m0 + {64 * h}" if pp else "m0w"
-                    out.append(ind + (f"tma_store_3d(tmO{k}, {src}, n0 + {64 * c}, {y}, l)" if sl else
-                                      f"tma_store_2d(tmO{k}, {src}, n0 + {64 * c}, {y})"))
+                    out.append(ind + self._store_call(k, src, f"n0 + {64 * c}", f"m0 + {64 * h}" if pp else "m0w"))
         out.append("    bulk_commit()")
         if pp:
             out += ["    bulk_wait_read0()   # the staging is read: the other warpgroup may write it",
