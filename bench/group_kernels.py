@@ -17,6 +17,8 @@ import statistics
 import sys
 import time
 
+from .run import parse_options
+
 
 def record_calls(workload, dtype, kernels, smoke, rest="torch"):
     """[(key, A, B, inputs, scalars)] of one compiled training step's evt calls, operands cloned."""
@@ -104,7 +106,7 @@ def main(argv=None):
         return 0
     from triton.testing import do_bench
     import evt_core.torch.ops as evt_ops
-    ablate = _parse_options(args.ablate) if "cupy" in kernels else {}
+    ablate = parse_options(args.ablate.split(",")) if "cupy" in kernels else {}
     columns = kernels + ([f"cupy {args.ablate}"] if ablate else [])
     head = "| # | L×M×N×K | layout | results | cuBLAS µs | " + " | ".join(f"{k} µs (× cuBLAS)" for k in columns) + " |"
     print(head + "\n|" + "---|" * (5 + len(columns)))
@@ -146,19 +148,6 @@ def kernel_choices(recorded, kernels, i):
     from bench.candidates import kernel_choice
     return ", ".join(f"{k} {kernel_choice(evt_ops.entry(recorded[k][i][0]).kernel('cuda')) or '?'}"
                      for k in kernels)
-
-
-def _parse_options(text):
-    """"k=v,k2=v2" -> {k: literal v} (True/False/numbers as Python literals, else the string)."""
-    import ast
-    out = {}
-    for item in filter(None, text.split(",")):
-        k, v = item.split("=", 1)
-        try:
-            out[k] = ast.literal_eval(v)
-        except (ValueError, SyntaxError):
-            out[k] = v
-    return out
 
 
 def _ablated(call, changes):
@@ -208,7 +197,7 @@ def sweep(calls, rounds, groups, numba_calls=None):
     """Per group: cuBLAS, the autotuner's kernel and every tile of the family forced (`tile`:
     a tile whose ring leaves no room for the epilogue's buffers gives up tile vectors, then aux
     TMA loads, then extra TMA stores, and its label says so), µs, interleaved; with numba_calls,
-    numba's kernel in each schedule too."""
+    numba's kernel in each schedule too, and cooperative with 128 x 256 tiles forced."""
     import torch
     from triton.testing import do_bench
 
@@ -243,10 +232,15 @@ def sweep(calls, rounds, groups, numba_calls=None):
             ne = evt_ops.entry(nkey)
             nt, ns = evt_ops._call_args(ne.tree.program, list(nins), list(nsc))
             na = nA if evt_ops._tma_reads_m_major(nA, ne.options) else evt_ops.k_contiguous(nA)
-            for sched in ("auto", "pingpong", "cooperative"):
-                k = evt_core.compile(ne.tree, backend="numba_cuda", **{**ne.options, "sm90_schedule": sched})
+            for sched, width in (("auto", "auto"), ("pingpong", "auto"), ("cooperative", "auto"),
+                                 ("cooperative", 256)):
+                k = evt_core.compile(ne.tree, backend="numba_cuda",
+                                     **{**ne.options, "sm90_schedule": sched, "sm90_tile_n": width})
                 k(na, nB, **nt, **ns)
-                fns[f"numba {sched}"] = lambda k=k: k(na, nB, **nt, **ns)
+                label = f"numba {sched}" + ("" if width == "auto" else f" {width}-wide")
+                if width != "auto" and "not taken" in k.stages.get("sm90", ""):
+                    label += " (not taken)"
+                fns[label] = lambda k=k: k(na, nB, **nt, **ns)
         times = {name: [] for name in fns}
         for r in range(rounds):
             order = list(fns)[r % len(fns):] + list(fns)[:r % len(fns)]

@@ -116,16 +116,22 @@ def evt_backends(wanted):
 
 def split_spec(spec):
     """'cupy:fast_math=True:tile=(128, 256)' -> ('cupy', {'fast_math': True, 'tile': (128, 256)})."""
-    import ast
     name, *pairs = spec.split(":")
+    return name, parse_options(pairs)
+
+
+def parse_options(pairs):
+    """["k=v", ...] -> {k: v}: each value a Python literal (True, 256, (128, 256)) where it
+    parses as one, else the string."""
+    import ast
     options = {}
-    for pair in pairs:
+    for pair in filter(None, pairs):
         key, _, value = pair.partition("=")
         try:
             options[key] = ast.literal_eval(value)
         except (ValueError, SyntaxError):
             options[key] = value
-    return name, options
+    return options
 
 
 def time_interleaved(candidates, rounds, warmup_ms, rep_ms):
