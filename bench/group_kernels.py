@@ -9,7 +9,9 @@ evt kernel with its whole epilogue and as `torch.matmul(A, B)` on the same (poss
 operands, cuBLAS without any epilogue: the floor a fused kernel approaches. Where a step
 spends its time inside evt kernels, this says which groups lose to cuBLAS and by how much.
 `--sweep` (cupy) also times every candidate tile configuration of each group, forced, next to the
-autotuner's choice: where a group loses, whether a tile choice or the kernel itself is to blame.
+autotuner's choice: where a group loses, whether a tile choice or the kernel itself is to blame
+(with numba_cuda among --kernels, numba's schedules and its 128 x 256 tile forced beside them;
+`--no-cupy-tiles` times those beside the autotuned cupy kernel only).
 `--smoke` runs the tiny CPU shapes through the NumPy kernels (checks the tool, times nothing
 worth reading)."""
 import argparse
@@ -80,6 +82,8 @@ def main(argv=None):
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--rest", default="torch", choices=("torch", "inductor"),
                     help="what runs the graph around the evt kernels while the calls are recorded")
+    ap.add_argument("--no-cupy-tiles", action="store_true",
+                    help="--sweep times numba's variants beside the autotuned cupy kernel only")
     ap.add_argument("--sweep", action="store_true", help="also time every tile of the cupy groups, forced "
                     "(and numba's schedules, when numba_cuda is among --kernels)")
     ap.add_argument("--ncu-groups", default="", metavar="N,...",
@@ -137,7 +141,7 @@ def main(argv=None):
     print("\nKernels run: " + "; ".join(f"#{i} {c}" for i, c in enumerate(choices)))
     if args.sweep and "cupy" in recorded:
         groups = {int(g) for g in args.groups.split(",") if g}
-        sweep(recorded["cupy"], args.rounds, groups, recorded.get("numba_cuda"))
+        sweep(recorded["cupy"], args.rounds, groups, recorded.get("numba_cuda"), not args.no_cupy_tiles)
     return 0
 
 
@@ -193,7 +197,7 @@ def _lightened(chosen, got):
     return "".join(f" -{name}" for name, lost in gave if lost)
 
 
-def sweep(calls, rounds, groups, numba_calls=None):
+def sweep(calls, rounds, groups, numba_calls=None, cupy_tiles=True):
     """Per group: cuBLAS, the autotuner's kernel and every tile of the family forced (`tile`:
     a tile whose ring leaves no room for the epilogue's buffers gives up tile vectors, then aux
     TMA loads, then extra TMA stores, and its label says so), µs, interleaved; with numba_calls,
@@ -216,7 +220,9 @@ def sweep(calls, rounds, groups, numba_calls=None):
         auto(a, B, **tensors, **scal)
         chosen = auto.run.last
         fns = {"cublas": lambda: torch.matmul(A, B)}
-        for cfg in tiles(chosen.spec):
+        if not cupy_tiles:
+            fns[f"cupy {chosen.cfg.label()}*"] = lambda: auto(a, B, **tensors, **scal)
+        for cfg in tiles(chosen.spec) if cupy_tiles else ():
             try:
                 k = evt_core.compile(e.tree, backend="cupy", **{**e.options, "tile": cfg})
                 k(a, B, **tensors, **scal)
