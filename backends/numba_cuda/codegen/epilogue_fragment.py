@@ -29,6 +29,7 @@ from ...gpu.reductions import reduction_kind
 from .epilogue import _LOADERS, combine, global_combine, identity, tree_lines
 from .epilogue_sm90 import SMEM_LOADERS as _STAGED_LOADERS, tile_inputs
 from .frag_layout import AUX_PITCH, column_vectors
+from .fragment_stores import panel_store, tile_stores
 
 PANEL_BYTES = sm90.PANEL_BYTES      # 64 x 64 16-bit elements, 8 KB
 _PAIR_STORERS = {"float16": "sts_pair_f16", "bfloat16": "sts_pair_bf16"}
@@ -192,14 +193,14 @@ class _Writer:
             for c in range(self.lay.panels):
                 for j in range(8 * c, 8 * c + 8):
                     out += self._group(j)
-                out += self._panel_store(c)
+                out += panel_store(self.p, self.lay, c)
             return out + self._combines(rows=False) + self._combines(rows=True)
         for j in range(self.lay.bn // 8):
             out += self._group(j)
         # row combines (registers, shuffles, one global combine per row) after the stores are
         # issued, so the TMA stores do not wait behind the shuffle chains; column and whole-tile
         # combines meet in the scratch behind barriers, ahead of them as before
-        out += self._combines(rows=False) + self._stores() + self._combines(rows=True)
+        out += self._combines(rows=False) + tile_stores(self.p, self.lay) + self._combines(rows=True)
         return out
 
     def _recycles(self):
@@ -465,49 +466,3 @@ class _Writer:
                        f"def epi_col{k}(fg, scratch, wcol, {', '.join(f'v{i}' for i in range(n))}):    # {red.name}\n" +
                        "\n".join("    " + x for x in body) + "\n")
         return "\n\n".join(out)
-
-    def _panel_store(self, c):
-        """Panel c of a recycling cooperative warpgroup (_recycles), just written to buffer c % 2:
-        thread 0 waits until every earlier store has read its staging (panel c - 1's, so the
-        buffer panel c + 1 will overwrite is free; issued a panel's math ago, it is done), the
-        barrier publishes that and panel c's writes, and thread 0 stores panel c of every output
-        as one bulk group. One barrier per panel; the tile start's bulk_wait_read0 and barrier
-        cover panel 0."""
-        out = ["fence_proxy_async()", "if tid == 0:", "    bulk_wait_read0()   # panel c - 1 has left buffer (c + 1) % 2",
-               f"named_bar_sync(1 + wg, 128)   # panel {c} is staged", "if tid == 0:"]
-        for k, t in enumerate(self.p.outputs):
-            ind = "    "
-            if self.p.batched and not self.p.spans(t)[0]:
-                out.append("    if l == 0:    # an output without L is the first batch's")
-                ind = "        "
-            src = f"sbase + {self.lay.outs[k] + (c % 2) * PANEL_BYTES} + wg * {self.lay.out_panels * PANEL_BYTES}"
-            out.append(ind + self._store_call(k, src, f"n0 + {64 * c}", "m0w"))
-        return out + ["    bulk_commit()"]
-
-    def _store_call(self, k, src, x, y):
-        sl = self.p.spans(self.p.outputs[k])[0]
-        return f"tma_store_3d(tmO{k}, {src}, {x}, {y}, l)" if sl else f"tma_store_2d(tmO{k}, {src}, {x}, {y})"
-
-    def _stores(self):
-        """Hand the staged panels to the TMA: fence (generic -> async proxy), barrier, one thread
-        issues a store per panel and commits them as one bulk group."""
-        pp = self.lay.pingpong
-        out = ["fence_proxy_async()", "named_bar_sync(1 + wg, 128)   # every pair of the tile is staged",
-               "if tid == 0:"]
-        halves = range(2) if pp else [None]
-        for k, t in enumerate(self.p.outputs):
-            ind = "    "
-            if self.p.batched and not self.p.spans(t)[0]:
-                out.append("    if l == 0:    # an output without L is the first batch's")
-                ind = "        "
-            for h in halves:
-                for c in range(self.lay.panels):
-                    src = f"sbase + {self.lay.outs[k] + (h * self.lay.panels + c) * PANEL_BYTES}" if pp else \
-                        f"sbase + {self.lay.outs[k] + c * PANEL_BYTES} + wg * {self.lay.panels * PANEL_BYTES}"
-                    out.append(ind + self._store_call(k, src, f"n0 + {64 * c}", f"m0 + {64 * h}" if pp else "m0w"))
-        out.append("    bulk_commit()")
-        if pp:
-            out += ["    bulk_wait_read0()   # the staging is read: the other warpgroup may write it",
-                    "if tile + cuda.gridDim.x < tiles:",
-                    "    named_bar_arrive(6 - wg, 256)"]
-        return out

@@ -80,7 +80,7 @@ def _staging_panels(program, bn, deterministic, pingpong, stages, aux_ring):
     """Staging buffers per 64-row half and output. A tile has bn / 64 column panels per half.
     Ping-pong stages them all (its warpgroups hand one staging over whole tiles). A cooperative
     warpgroup may recycle two buffers (panel c in buffer c % 2, TMA-stored as soon as it is
-    written: epilogue_fragment._panel_store), so a 128 x 256 tile's 16-bit output takes 32 KB
+    written: fragment_stores.panel_store), so a 128 x 256 tile's 16-bit output takes 32 KB
     instead of 64 (two outputs beside a 3-slot ring, one beside 4 slots) at the price of a
     barrier per panel and the live values across it. Invariant: recycling only where it buys
     ring depth (or room at all); W4's layer-norm statistics keep three slots either way, and

@@ -74,7 +74,7 @@ def extra_values(b, maps, bn):
 
 def output_maps(b, program):
     """Per output, the geometry (dtype, dims, byte strides, box) of its TMA-store map: 64 x 64
-    panels, 3-D where the output spans L (codegen/epilogue_fragment._stores addresses it with l)."""
+    panels, 3-D where the output spans L (codegen/fragment_stores addresses it with l)."""
     return tuple((op.dtype, *sm90.panel_map(b.L, b.M, b.N, t.strides, program.spans(op)[0]))
                  for op, t in zip(program.outputs, b.outputs))
 
