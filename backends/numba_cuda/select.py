@@ -27,6 +27,7 @@ from evt_core.errors import KernelCompileError
 from evt_core.tree.ops import Op
 
 from ..gpu import sm90
+from ..gpu.reductions import ROW, reduction_kind
 from .codegen import epilogue_fragment
 from .codegen.frag_layout import FragLayout
 from .codegen.epilogue_sm90 import SmemLayout, tile_inputs
@@ -198,16 +199,18 @@ def sm90_wide_tile_refusal(program, pingpong, frag, deterministic, aux_ring=Fals
       two ring positions after the tile's k-blocks (sm90.aux_ring_geometry), and the ring
       needs one more (sm90.ring_holds_aux);
     - a ring of three slots or more beside the epilogue's buffers: a 128 x 256 16-bit output's
-      staging is two 8 KB panel buffers per warpgroup (32 KB), so one plain output leaves four
-      48 KB slots of the H200's 227 KB and two outputs three (W1 at 128 x 256: 3 x 48 KB + 2 x
-      32 KB + 2 KB of bias slices + barriers; W4, an fp16 residual through the ring: 3 slots).
+      whole staging takes 64 KB, which leaves three 48 KB slots of the H200's 227 KB beside one
+      output (W4, an fp16 residual through the ring: 216,112 bytes); two outputs recycle two
+      8 KB panel buffers per warpgroup instead (32 KB an output, FragLayout.recycles) and keep
+      three slots; three outputs leave two.
     Reductions take any width: a row's partial covers the thread's 64 columns of the 256 and
     combines across the quad as at 128; a column reduction's reduce-scatter runs over 64
     partials a thread instead of 32 (4 KB of column partials per warpgroup in the scratch).
     The kinds left built for sm_90a on the CPU with no LDL/STL and 168 registers beside the 128
-    accumulators (test_sm90_codegen.py: a bare store, an M-major A, bias + gelu_tanh, and W4's
+    accumulators (test_sm90_codegen.py: a bare store, an M-major A, bias + gelu_tanh, W4's
     layer-norm statistics: a column vector, an fp16 (M, N) input through the ring, two fp32 row
-    sums), so no kind is excluded for spilling."""
+    sums; W1's two recycled outputs; a column vector with a column sum), so no kind is excluded
+    for spilling."""
     if pingpong:
         return "the ping-pong schedule (256 accumulators per thread)"
     if not frag or program is None:
@@ -253,13 +256,20 @@ def sm90_wide_tile_pays(b, program=None):
     against 220.4, 8192 x 8192 x 768 168.2 against 176.1; at 8192 x 768 x 3072 (1.5 waves)
     75.8 against 60.2. W1 (a bias, two outputs) measured within 2 % either way, so it keeps
     128 x 128 there."""
-    if b.N < BN_WIDE:
+    if b.N < BN_WIDE or (program is not None and _unmeasured_wide(program)):
         return False
     tiles = b.L * tile_count(b.M, sm90.BM) * tile_count(b.N, BN_WIDE)
     sms = launch_sm90.sm_count()
     if program is not None and _plain_store(program) and tiles >= WIDE_TILE_MIN_WAVES * sms:
         return True
     return b.K >= WIDE_TILE_MIN_K and tiles >= WIDE_TILE_MIN_FILL * sms
+
+
+def _unmeasured_wide(program):
+    """Kinds that run at 128 x 256 only when sm90_tile_n=256 asks (their GPU tests pass at that
+    width; their speed there is not measured): two outputs or more (the recycled panel
+    staging, FragLayout.recycles) and column or whole-tile reductions."""
+    return len(program.outputs) > 1 or any(reduction_kind(r) != ROW for r in program.reductions)
 
 
 def _plain_store(program):

@@ -138,12 +138,12 @@ def test_wide_tile_ring_geometry():
     from evt_backends.numba_cuda import select
     from evt_backends.numba_cuda.codegen.frag_layout import FragLayout
     one = FragLayout(_program(1), 256, False, False, aux_ring=True)
-    assert (one.aux_groups, one.aux_per_stage, one.aux_stages, one.stages) == (8, 6, 2, 4)
+    assert (one.aux_groups, one.aux_per_stage, one.aux_stages, one.stages) == (8, 6, 2, 3) and not one.recycles
     assert sm90.ring_holds_aux(one.aux_stages, one.stages) and one.fits
     _, _, expects, _, _ = _producer_loads(_program(1), one, 0)
     assert sorted(expects.values()) == [2 * sm90.PANEL_BYTES, 6 * sm90.PANEL_BYTES]
     two = FragLayout(_program(2), 256, False, False, aux_ring=True)
-    assert (two.aux_stages, two.stages) == (3, 4) and two.fits and sm90.ring_holds_aux(3, 4)
+    assert (two.aux_stages, two.stages) == (3, 4) and two.fits and sm90.ring_holds_aux(3, 4) and two.recycles
     assert select.sm90_wide_tile_fits(_program(1), False, True, False, aux_ring=True)
     assert select.sm90_wide_tile_fits(_program(2), False, True, False, aux_ring=True)
     assert not select.sm90_wide_tile_fits(_program(1), False, True, False)        # copied: 128-wide rows

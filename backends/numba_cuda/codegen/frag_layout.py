@@ -82,9 +82,11 @@ def _staging_panels(program, bn, deterministic, pingpong, stages, aux_ring):
     warpgroup may recycle two buffers (panel c in buffer c % 2, TMA-stored as soon as it is
     written: fragment_stores.panel_store), so a 128 x 256 tile's 16-bit output takes 32 KB
     instead of 64 (two outputs beside a 3-slot ring, one beside 4 slots) at the price of a
-    barrier per panel and the live values across it. Invariant: recycling only where it buys
-    ring depth (or room at all); W4's layer-norm statistics keep three slots either way, and
-    recycling them spilled 2 registers."""
+    barrier per panel and the live values across it. Invariant: recycling only where the whole
+    staging leaves no ring of three slots (two outputs, two (M, N) inputs through the ring);
+    the kinds measured at 128 x 256 with their whole staging keep it (a fourth slot for a plain
+    store is not measured; W4's layer-norm statistics keep three slots either way, and
+    recycling them spilled 2 registers)."""
     whole = bn // sm90.PANEL
     if pingpong or whole <= 2:
         return whole
@@ -92,7 +94,7 @@ def _staging_panels(program, bn, deterministic, pingpong, stages, aux_ring):
     def layout(panels):
         return FragLayout(program, bn, deterministic, pingpong, stages, aux_ring, panels)
     full, turns = layout(whole), layout(2)
-    return 2 if turns.fits and (not full.fits or turns.stages > full.stages) else whole
+    return 2 if turns.fits and turns.stages >= 3 and not (full.fits and full.stages >= 3) else whole
 
 
 def column_vectors(program):
