@@ -205,7 +205,7 @@ class _Writer:
 
     def _recycles(self):
         """Whether a cooperative 128 x 256 tile's four panels per warpgroup take turns in two
-        staging buffers (FragLayout: where that buys ring depth)."""
+        staging buffers (FragLayout.recycles: where the whole staging leaves no 3-slot ring)."""
         return self.lay.recycles
 
     def _head(self):

@@ -18,8 +18,8 @@ class FragLayout:
     then (cooperative) per (M, N) input one padded 64-row buffer per warpgroup, then per column
     vector (an input spanning N only) its tile's bn values as fp32 per warpgroup, then per
     warpgroup its reduction scratch, then the mbarriers. The ring is the deepest of STAGES..2
-    that fits (bn = 256: 48 KB a slot, so four beside one plain output, three beside one output
-    and a column vector or two outputs; with aux_ring a 128 x 256 tile's (M, N) input takes two
+    that fits (bn = 256: 48 KB a slot, so three beside one output's whole staging, or beside
+    two outputs' recycled panel buffers; with aux_ring a 128 x 256 tile's (M, N) input takes two
     of them after its k-blocks)."""
 
     def __init__(self, program, bn, deterministic, pingpong, stages=None, aux_ring=False, out_panels=None):
