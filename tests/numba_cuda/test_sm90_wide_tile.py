@@ -360,3 +360,17 @@ def test_tile_n_option_is_checked_and_reaches_select(gpu):
     for opt, bn in (("auto", 128), (256, 256), (128, 128)):
         runner = Runner(p, {**backend.options, "sm90_tile_n": opt}, f"test-{opt}")
         assert runner.variant(bound, 0x1000, 0x2000, PTRS, PTRS)[9] == bn, opt
+
+
+@pytest.mark.parametrize("name", ["two_outputs", "col_sums"])
+def test_wide_kinds_not_yet_run_on_a_gpu_stay_128_until_their_gpu_tests_pass(gpu, monkeypatch, name):
+    """Two outputs (recycled panel staging) and column reductions build for 128 x 256 with no
+    spills (test_sm90_codegen.py) but have not yet run on a GPU: sm90_tile_n=256 falls back to
+    128 and says so, until the GPU tests (which turn the gate off) have passed."""
+    v, note = _choose(name, 4096, 1024, 16384, tile_n=256)
+    assert v[9] == 128 and "not taken: recycled panel staging or a column reduction" in note, note
+    monkeypatch.setattr(select, "WIDE_UNRUN_GATE", False)
+    v, note = _choose(name, 4096, 1024, 16384, tile_n=256)
+    assert v[9] == 256 and "tile 128x256x64" in note and "cooperative schedule" in note, note
+    v, note = _choose(name, 4096, 1024, 16384)     # "auto": not measured at this width
+    assert v[9] == 128, note
