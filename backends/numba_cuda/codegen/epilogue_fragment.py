@@ -375,7 +375,7 @@ class _Writer:
         for c in range(lay.panels):
             out += [f"ag = wg * {lay.panels} + {c}",
                     f"aq = ag // {lay.aux_per_stage}",
-                    f"asl = s_aux + aq",
+                    "asl = s_aux + aq",
                     f"if asl >= {lay.stages}:",
                     f"    asl = asl - {lay.stages}"]
             out += [f"apan{k}_{c} = sbase + asl * {sm90.stage_bytes(lay.bn)} + (ag - aq * {lay.aux_per_stage}) * "
