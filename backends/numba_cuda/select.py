@@ -278,9 +278,9 @@ def sm90_wide_tile_pays(b, program=None):
 
 
 def _unmeasured_wide(program):
-    """Kinds that run at 128 x 256 only when sm90_tile_n=256 asks (their GPU tests pass at that
-    width; their speed there is not measured): two outputs or more (the recycled panel
-    staging, FragLayout.recycles) and column or whole-tile reductions."""
+    """Kinds whose speed at 128 x 256 is not measured, so "auto" keeps them at 128 even once
+    WIDE_UNRUN_GATE is lifted: two outputs or more (the recycled panel staging,
+    FragLayout.recycles) and column or whole-tile reductions."""
     return len(program.outputs) > 1 or any(reduction_kind(r) != ROW for r in program.reductions)
 
 

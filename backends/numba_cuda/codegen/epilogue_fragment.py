@@ -187,7 +187,7 @@ class _Writer:
         from the tile's shared slice inside it, just ahead of its pairs, and die after it (held
         all up front, 32 of them beside ping-pong's 128 accumulators made W1 spill 90 registers)."""
         out = self._head() + self._partials() + self._loads()
-        if self._recycles():
+        if self.lay.recycles:
             # each 64-column panel goes to the TMA as soon as its 8 groups are written; column
             # and whole-tile combines (barriers over the scratch) come after the last panel
             for c in range(self.lay.panels):
@@ -202,11 +202,6 @@ class _Writer:
         # combines meet in the scratch behind barriers, ahead of them as before
         out += self._combines(rows=False) + tile_stores(self.p, self.lay) + self._combines(rows=True)
         return out
-
-    def _recycles(self):
-        """Whether a cooperative 128 x 256 tile's four panels per warpgroup take turns in two
-        staging buffers (FragLayout.recycles: where the whole staging leaves no 3-slot ring)."""
-        return self.lay.recycles
 
     def _head(self):
         lay, pp = self.lay, self.lay.pingpong
@@ -314,7 +309,7 @@ class _Writer:
         the kernel's calls one by one: 16 calls of this function instead of 32 or 64 of
         epi_pair (and their per-call address and bound-check arithmetic, spelled here once)
         halve the front end's time; LLVM inlines both (forceinline), so the code is the same."""
-        buf = "((j >> 3) & 1)" if self._recycles() else "(j >> 3)"     # panel j // 8's staging buffer
+        buf = "((j >> 3) & 1)" if self.lay.recycles else "(j >> 3)"     # panel j // 8's staging buffer
         out = ["c = 8 * j",
                f"xo = (fg ^ (j & 7)) * 16 + {buf} * {PANEL_BYTES}   # the group's 16-byte chunk of its "
                "swizzled row, in its 64-column panel's buffer"]
