@@ -20,7 +20,7 @@ _runners = {}
 _lock = threading.Lock()
 
 
-SM90_SCHEDULES = ("auto", "pingpong", "cooperative")
+SM90_SCHEDULES = ("auto", "pingpong", "cooperative", "overlap")
 SM90_EPILOGUES = ("auto", "fragment", "staged")
 SM90_TILE_NS = ("auto", 128, 256)
 
@@ -37,7 +37,10 @@ class NumbaCudaBackend(Backend):
         "sm90": True,
         # the sm90 kernel's schedule: "pingpong" (each consumer warpgroup owns whole tiles, one's
         # epilogue overlaps the other's mainloop), "cooperative" (both warpgroups share every
-        # tile), or "auto": ping-pong where every CTA gets two tiles or more (select.sm90_pingpong).
+        # tile), "overlap" (cooperative with two accumulator sets: a tile's epilogue runs between
+        # the next tile's k-blocks, codegen/consumer_overlap.py; 128 x 128 fragment-epilogue kinds,
+        # else cooperative and kernel.stages["sm90"] says why), or "auto": ping-pong where every
+        # CTA gets two tiles or more (select.sm90_pingpong).
         "sm90_schedule": "auto",
         # the sm90 kernel's epilogue: "fragment" evaluates the tree on the wgmma fragments and
         # writes the outputs by TMA stores where the call allows it (select.sm90_fragment: 16-bit

@@ -61,10 +61,10 @@ class Runner:
         if variant in self._fns:
             return self._fns[variant]
         if variant[0] == "sm90":
-            _, ab, kmajor, a_batched, b_batched, pingpong, aux_async, frag, a_kmajor, bn, ring = variant
+            _, ab, kmajor, a_batched, b_batched, pingpong, aux_async, frag, a_kmajor, bn, ring, overlap = variant
             main = module_prelude(ab, kmajor, a_kmajor, bn) + "\n" + sm90_source(
                 self.p, ab, kmajor, a_batched, b_batched, self.det, pingpong, aux_async, frag,
-                self.fast if frag else (), a_kmajor, bn, ring)
+                self.fast if frag else (), a_kmajor, bn, ring, overlap)
             fns = {"main": self._load(variant, main, "evt_kernel", sm90_params(self.p, frag, ring),
                                       launch_sm90.shared_bytes(self.p, self.det, pingpong, aux_async, frag, bn, ring))}
         else:

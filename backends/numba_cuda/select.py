@@ -5,7 +5,7 @@ A variant is the key the Runner compiles and caches a kernel under:
                                                     cp.async cannot read;
   ('mma', dtype, a_kmajor, b_kmajor)                fp16/bf16 with 16-byte aligned A and B rows
                                                     (K- or M/N-contiguous);
-  ('sm90', dtype, b_kmajor, a_batched, b_batched, pingpong, aux_async, frag, a_kmajor, bn, aux_ring)
+  ('sm90', dtype, b_kmajor, a_batched, b_batched, pingpong, aux_async, frag, a_kmajor, bn, aux_ring, overlap)
                                                     `sm90=True` on an sm_90 GPU when the call
                                                     fits TMA's rules (sm90_refusal says why not);
                                                     the schedule from sm90_schedule (sm90_pingpong),
@@ -14,7 +14,9 @@ A variant is the key the Runner compiles and caches a kernel under:
                                                     outputs or staged (sm90_fragment), A K- or
                                                     M-contiguous (sm90.a_kmajor), the tile width
                                                     128 or 256 (sm90_tile_n), (M, N) inputs
-                                                    TMA-loaded through the ring (sm90_aux_ring).
+                                                    TMA-loaded through the ring (sm90_aux_ring),
+                                                    the overlapped cooperative schedule
+                                                    (sm90_schedule="overlap", overlap_refusal).
 The Program does not fix the operands' layout, so the choice is made per call from the bound
 strides and device addresses: pure Python, microseconds, unit-tested without a GPU.
 """
@@ -46,7 +48,8 @@ def variant(b, a_ptr, b_ptr, force_simt, use_sm90, schedule="auto", program=None
     """(variant, note): note is what kernel.stages["sm90"] records for this call (the sm90
     kernel's description, or why the call falls back to mma.sync), None when sm90 is off.
     a_ptr, b_ptr: the device addresses the sm90 kernel's tensor maps would read. schedule: the
-    sm90 kernel's, "pingpong", "cooperative" or "auto" (sm90_pingpong of `program`); in_ptrs,
+    sm90 kernel's, "pingpong", "cooperative", "overlap" (overlap_refusal) or "auto"
+    (sm90_pingpong of `program`); in_ptrs,
     out_ptrs: the inputs' and outputs' device addresses, deterministic the option, for
     sm90_aux_async and sm90_fragment; epilogue: "auto" (the fragment epilogue where
     sm90_fragment holds), "fragment" (wherever the call allows it) or "staged"; fast: the
@@ -72,6 +75,7 @@ def variant(b, a_ptr, b_ptr, force_simt, use_sm90, schedule="auto", program=None
                 return frag, aux and not ring, ring
             pp = schedule == "pingpong" or (schedule == "auto" and sm90_pingpong(b, program))
             frag, aux, ring = kind(pp)
+            overlap = schedule == "overlap"
             refused = None      # why sm90_tile_n=256 is not taken
             if pp and schedule == "auto" and tile_n != BN_DEFAULT:    # cooperative where that kind gets 256
                 coop = kind(False)
@@ -80,11 +84,15 @@ def variant(b, a_ptr, b_ptr, force_simt, use_sm90, schedule="auto", program=None
                 elif tile_n == BN_WIDE:
                     refused = sm90_wide_tile_refusal(program, False, coop[0], deterministic, coop[2])
             akm = sm90.a_kmajor(b.a_strides)
-            bn = sm90_tile_n(b, program, pp, frag, deterministic, ring, tile_n)
+            bn = BN_DEFAULT if overlap and tile_n == "auto" else \
+                sm90_tile_n(b, program, pp, frag, deterministic, ring, tile_n)
             if tile_n == BN_WIDE and bn != BN_WIDE:
                 refused = refused or sm90_wide_tile_refusal(program, pp, frag, deterministic, ring)
-            return (("sm90", b.dtype, kmajor, b.a_strides[0] != 0, b.b_strides[0] != 0, pp, aux, frag, akm, bn, ring),
-                    sm90_description(b, kmajor, pp, aux, frag, akm, bn, ring, refused))
+            not_overlapped = overlap_refusal(frag, aux, bn) if overlap else None
+            overlap = overlap and not_overlapped is None
+            return (("sm90", b.dtype, kmajor, b.a_strides[0] != 0, b.b_strides[0] != 0, pp, aux, frag, akm, bn, ring,
+                     overlap),
+                    sm90_description(b, kmajor, pp, aux, frag, akm, bn, ring, refused, overlap, not_overlapped))
         note = f"fallback to the mma.sync kernel: {why}"
     a_layout = _tc_layout(b.a_strides[2], b.a_strides[1])
     b_layout = _tc_layout(b.b_strides[1], b.b_strides[2])
@@ -364,13 +372,32 @@ def sm90_aux_ring(program, deterministic):
     return lay.fits and lay.stages >= 3
 
 
+def overlap_refusal(frag, aux_async, bn):
+    """None where the overlapped cooperative schedule (codegen/consumer_overlap.py) can run the
+    kernel kind, else why not: it evaluates the fragment epilogue in pieces (the staged one is a
+    single loop), holds two 64-accumulator sets (a 128 x 256 tile's two 128-accumulator sets do
+    not fit 232 registers), and its cp.async-copied inputs would need a second buffer for the
+    next tile."""
+    if not frag:
+        return "the staged epilogue"
+    if bn != BN_DEFAULT:
+        return f"a {sm90.BM} x {bn} tile (two sets of {bn // 2} accumulators a thread)"
+    if aux_async:
+        return "(M, N) inputs copied by cp.async (one buffer, the next tile's copies would overwrite it)"
+    return None
+
+
 def sm90_description(b, kmajor, pingpong, aux_async=False, frag=False, a_kmajor=True, bn=BN_DEFAULT, aux_ring=False,
-                     wide_refused=None):
-    """wide_refused: why sm90_tile_n=256 was not taken (sm90_wide_tile_refusal), said after the tile."""
+                     wide_refused=None, overlap=False, not_overlapped=None):
+    """wide_refused: why sm90_tile_n=256 was not taken (sm90_wide_tile_refusal), said after the
+    tile; not_overlapped: why sm90_schedule="overlap" was not taken (overlap_refusal)."""
     tiles = b.L * tile_count(b.M, sm90.BM) * tile_count(b.N, bn)
     refused = f" (sm90_tile_n=256 not taken: {wide_refused})" if wide_refused else ""
+    schedule = "ping-pong" if pingpong else "overlapped cooperative" if overlap else "cooperative"
+    if not_overlapped:
+        schedule += f" (sm90_schedule='overlap' not taken: {not_overlapped})"
     return (f"sm_90a warp-specialised kernel: {b.dtype}, tile {sm90.BM}x{bn}x{sm90.BK}{refused}, "
-            f"{'ping-pong' if pingpong else 'cooperative'} schedule, A {'K' if a_kmajor else 'M'}-major, "
+            f"{schedule} schedule, A {'K' if a_kmajor else 'M'}-major, "
             f"B {'K' if kmajor else 'N'}-major, "
             f"{'epilogue on the fragments with TMA-stored outputs' if frag else 'staged epilogue'}, "
             f"{'(M, N) inputs staged by cp.async, ' if aux_async else ''}"

@@ -42,7 +42,7 @@ def _run(tree, A, B, inputs, what, **opts):
     return k.stages.get("sm90", "")
 
 
-SCHEDULES = ["pingpong", "cooperative"]
+SCHEDULES = ["pingpong", "cooperative", "overlap"]
 FRAG_SHAPES = [(0, 128, 128, 64), (2, 200, 136, 72), (0, 77, 48, 40), (3, 129, 264, 96), (0, 1, 16, 8),
                (0, 1000, 1000, 1000)]
 FRAG_SHAPES_RING = FRAG_SHAPES + [(0, 2000, 1032, 40)]      # 16 x 9 tiles (>= 2 per CTA), K < one k-block
@@ -59,6 +59,11 @@ def _bias_relu(accum, bias):
 
 
 def _sm90_stage(stage, schedule):
+    """The sm_90a kernel ran in `schedule` ("overlap": overlapped, or cooperative with the reason
+    the kind cannot overlap, select.overlap_refusal)."""
+    if schedule == "overlap":
+        return stage.startswith("sm_90a") and ("overlapped cooperative schedule" in stage or
+                                               "sm90_schedule='overlap' not taken" in stage)
     return stage.startswith("sm_90a") and (schedule == "auto" or f"{schedule.replace('pingpong', 'ping-pong')} "
                                            "schedule" in stage)
 
@@ -100,19 +105,22 @@ def test_tile_inputs_staged_by_cp_async(ab, shape, pitch):
     assert stage.startswith("sm_90a") and ("staged by cp.async" in stage) is (pitch is None), stage
 
 
+@pytest.mark.parametrize("schedule", ["cooperative", "overlap"])
 @pytest.mark.parametrize("name", ["dgelu", "stats", "ln_backward"])
 @pytest.mark.parametrize("ab", ["float16", "bfloat16"])
 @pytest.mark.parametrize("det", [False, True])
 @pytest.mark.parametrize("shape", FRAG_SHAPES_RING, ids=lambda s: "x".join(map(str, s)))
-def test_tile_inputs_through_the_ring(name, ab, det, shape):
+def test_tile_inputs_through_the_ring(name, ab, det, shape, schedule):
     """16-bit (M, N) inputs TMA-loaded by the producer into the ring positions after each tile's
     k-blocks (aux_ring, the default): one and two inputs (one and two aux stages per tile),
     edge tiles TMA zero-fills, batched 3-D input maps, many tiles per CTA (the ring wraps with
-    k-blocks and aux stages interleaved), K shorter than the ring."""
+    k-blocks and aux stages interleaved), K shorter than the ring; overlapped, a tile's aux
+    stages held while the next tile's first k-blocks run (consumer_overlap's invariant)."""
     tree, A, B, inputs = case(name, *shape, ab=ab, out=ab)
-    stage = _run(tree, A, B, inputs, f"{name} {ab} {shape} det={det}", deterministic=det,
-                 sm90_schedule="cooperative", sm90_epilogue="fragment")
+    stage = _run(tree, A, B, inputs, f"{name} {ab} {shape} det={det} {schedule}", deterministic=det,
+                 sm90_schedule=schedule, sm90_epilogue="fragment")
     assert "TMA-loaded through the ring" in stage or shape[1] == 1, stage
+    assert ("overlapped cooperative schedule" in stage) is (schedule == "overlap"), stage
 
 
 def test_tile_inputs_through_the_ring_repeated():
@@ -173,6 +181,58 @@ def test_fragment_epilogue_falls_back_where_it_cannot_store():
     assert "staged epilogue" in _run(tree, A, B, inputs, "forced", sm90_schedule="pingpong", sm90_epilogue="staged")
     assert "staged epilogue" in _run(tree, A, B, inputs, "auto: transcendentals, no reduction", sm90_schedule="pingpong")
     assert "TMA-stored" in _run(tree, A, B, inputs, "fragment", sm90_schedule="pingpong", sm90_epilogue="fragment")
+
+
+def _gelu_backward(accum, z):
+    dz = accum * ops.gelu_grad(z)
+    dbias = ops.sum(dz, over="M")
+    return dz, dbias
+
+
+def _ffn_forward(accum, bias):
+    z = accum + bias
+    act = ops.gelu(z)
+    return z, act
+
+
+@pytest.mark.parametrize("ctas", [1, 3, 0])
+@pytest.mark.parametrize("name", ["gelu_backward", "ffn_forward", "ln_backward", "bare"])
+@pytest.mark.parametrize("K", [40, 200, 1000])
+def test_overlapped_schedule_many_tiles_per_cta(monkeypatch, name, K, ctas):
+    """sm90_schedule="overlap" (codegen/consumer_overlap.py) with 1 or 3 CTAs (sm_count forced)
+    or all SMs over 16 x 9 tiles, three calls each: a tile's epilogue pieces run between the
+    next tile's k-blocks, so K shorter than the pieces (40: one k-block), between (200) and
+    longer (1000); the column vector handed from tile to tile (FFN forward), a column sum and
+    the GELU derivative's input through the ring (GELU backward), two ring inputs (LayerNorm
+    backward); poisoned outputs, fp16."""
+    from evt_backends.numba_cuda.runtime import launch_sm90
+    if ctas:
+        monkeypatch.setattr(launch_sm90, "sm_count", lambda: ctas)
+    M, N = 2000, 1032
+    rng = np.random.default_rng(K)
+    if name == "ln_backward":
+        tree, A, B, inputs = case("ln_backward", 0, M, N, K, ab="float16", out="float16")
+    else:
+        A = (rng.integers(-3, 4, (M, K)) / 4).astype(np.float16)
+        B = (rng.integers(-3, 4, (K, N)) / 4).astype(np.float16)
+        ex = {"accum": np.empty((M, N), np.float32)}
+        if name == "gelu_backward":
+            inputs = {"z": (rng.integers(-12, 12, (M, N)) / 4).astype(np.float16)}
+            tree = evt_core.trace(_gelu_backward, {**ex, **inputs, "dz": np.empty((M, N), np.float16),
+                                                   "dbias": np.empty((N,), np.float32)})
+        elif name == "ffn_forward":
+            inputs = {"bias": (rng.integers(-8, 8, N) / 4).astype(np.float16)}
+            tree = evt_core.trace(_ffn_forward, {**ex, **inputs, "z": np.empty((M, N), np.float16),
+                                                 "act": np.empty((M, N), np.float16)})
+        else:
+            inputs = {}
+            tree = evt_core.trace(lambda accum: {"D": accum}, {**ex, "D": np.empty((M, N), np.float16)})
+    k = evt_core.compile(tree, backend="numba_cuda", sm90=True, sm90_schedule="overlap")
+    ref = evt_core.interpret(tree, A, B, **inputs)
+    for i in range(3):
+        compare(k(A, B, **inputs), ref, f"overlap {name} K={K} ctas={ctas} call {i}")
+    assert "overlapped cooperative schedule" in k.stages["sm90"] and "tile 128x128x64" in k.stages["sm90"], \
+        k.stages["sm90"]
 
 
 @pytest.mark.parametrize("schedule", SCHEDULES)

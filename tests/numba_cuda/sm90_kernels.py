@@ -57,6 +57,12 @@ def _layernorm_backward(accum, g, x):
     return dx, s1, s2
 
 
+def _gelu_backward(accum, z):
+    dz = accum * ops.gelu_grad(z)
+    dbias = ops.sum(dz, over="M")
+    return dz, dbias
+
+
 def _trace(fn, extra, out_dtype, outputs=("D",)):
     ex = {"accum": np.empty((64, 64), np.float32), **extra, **{o: np.empty((64, 64), out_dtype) for o in outputs}}
     return evt_core.trace(fn, ex).program
@@ -66,7 +72,8 @@ def programs():
     """name -> (program, ab dtype, B K-major, A batched, B batched, deterministic, ping-pong,
     (M, N) inputs staged by cp.async, fragment epilogue with TMA-stored outputs[, A K-major: True
     when left out[, fast_math="auto"'s MUFU spellings: False when left out[, tile width BN: 128
-    when left out[, (M, N) inputs TMA-loaded through the ring: False when left out]]]])."""
+    when left out[, (M, N) inputs TMA-loaded through the ring: False when left out[, the
+    overlapped cooperative schedule: False when left out]]]]])."""
     brs = case("bias_relu_stats", 2, 13, 11, 9)[0].program
     ln_stats = evt_core.trace(_layernorm_stats, {"accum": np.empty((64, 64), np.float32), "bias": np.empty((64,), np.float16),
                                                  "r": np.empty((64, 64), np.float16), "y": np.empty((64, 64), np.float16),
@@ -76,6 +83,10 @@ def programs():
                                                    "x": np.empty((2, 64, 64), np.float16),
                                                    "dx": np.empty((2, 64, 64), np.float16),
                                                    **{k: np.empty((2, 64), np.float32) for k in ("s1", "s2")}}).program
+    gelu_back = evt_core.trace(_gelu_backward, {"accum": np.empty((64, 64), np.float32),
+                                                "z": np.empty((64, 64), np.float16),
+                                                "dz": np.empty((64, 64), np.float16),
+                                                "dbias": np.empty((64,), np.float32)}).program
     return {
         "bare": (_trace(_bare, {}, np.float16), "float16", False, False, False, False, False, False, False),
         "bias_gelu": (_trace(_bias_gelu, {"bias": np.empty((64,), np.float32)}, np.float16),
@@ -149,6 +160,15 @@ def programs():
         # the k-blocks of a 3-slot ring, 2 x 2 bias values per thread, two row sums over 256 columns
         "wide_ring_layernorm_stats": (ln_stats, "float16", False, False, False, False, False, False, True, True,
                                       False, 256, True),
+        # the overlapped cooperative schedule (consumer_overlap.py): two accumulator sets, a tile's
+        # epilogue in pieces between the next tile's k-blocks. BERT's GELU backward (the erf form's
+        # derivative times the accumulator, an (M, N) input through the ring, a column sum: 4
+        # pieces beside a 5-slot ring) and W4's kind (a column vector handed to the next tile,
+        # a residual through the ring, two row sums)
+        "overlap_gelu_backward": (gelu_back, "float16", False, False, False, False, False, False, True, True,
+                                  False, 128, True, True),
+        "overlap_layernorm_stats": (ln_stats, "float16", False, False, False, False, False, False, True, True,
+                                    False, 128, True, True),
     }
 
 
@@ -158,10 +178,10 @@ def build(name):
         from evt_backends.numba_cuda.codegen.mainloop_sm90 import module_prelude, sm90_params, sm90_source
         from evt_backends.gpu.fastmath import fast_ops
         p, ab, kmajor, a_batched, b_batched, det, pingpong, aux, frag, *rest = programs()[name]
-        a_kmajor, fast, bn, ring = (list(rest) + [True, False, 128, False][len(rest):])[:4]
+        a_kmajor, fast, bn, ring, overlap = (list(rest) + [True, False, 128, False, False][len(rest):])[:5]
         src = module_prelude(ab, kmajor, a_kmajor, bn) + "\n" + sm90_source(
             p, ab, kmajor, a_batched, b_batched, det, pingpong, aux, frag, fast=fast_ops(p) if fast else (),
-            a_kmajor=a_kmajor, bn=bn, aux_ring=ring)
+            a_kmajor=a_kmajor, bn=bn, aux_ring=ring, overlap=overlap)
         key = nb.cache_key("sm90_kernels", name, p.key(), src)
         _built[name] = nb.build(key, src, "evt_kernel", sm90_params(p, frag, ring), sm90a=True)
     return _built[name]

@@ -16,7 +16,7 @@ KERNELS = ("bare", "bias_gelu", "reductions_aux_two_outputs", "means_batched", "
            "frag_stats_det", "mmajor_a_bias_gelu", "frag_pingpong_mmajor_a", "frag_bce_uturn", "frag_ffn_gelu_fast",
            "wide_bare", "wide_mmajor_a_bare", "wide_bias_gelu", "frag_ring_layernorm_stats",
            "frag_ring_two_inputs_batched", "wide_ring_layernorm_stats", "wide_ffn_relu_two_outputs",
-           "wide_bias_col_sums")
+           "wide_bias_col_sums", "overlap_gelu_backward", "overlap_layernorm_stats")
 
 
 # Known spills, kept from growing (none now: the ping-pong fragment epilogue's column vector,
@@ -44,7 +44,7 @@ def sass(tmp_path_factory):
 
 @pytest.mark.parametrize("name", KERNELS)
 def test_sass_is_warp_specialised_wgmma_with_tma(sass, name):
-    from evt_backends.numba_cuda.runtime.build import sass_opcodes
+    from evt_backends.numba_cuda.runtime.build import sass_listing, sass_opcodes
     built, ops = sass[name]
     frags = 2 if "pingpong" in name else 1
     bn = 256 if name.startswith("wide") else 128
@@ -56,12 +56,13 @@ def test_sass_is_warp_specialised_wgmma_with_tma(sass, name):
         assert ops["LDGSTS"] >= 1, ops                # the (M, N) input by cp.async
     if "ring" in name:
         assert ops["LDGSTS"] == 0 and ops["UTMALDG"] >= 3, ops   # the (M, N) inputs by TMA, into the ring
-    if name.startswith("frag"):
+    if name.startswith(("frag", "overlap")):
         assert ops["UTMASTG"] >= 2, ops               # the fragment epilogue's outputs by TMA stores
     assert ops["USETMAXREG"] == 2, ops                # producer dec + consumer inc survived the build
     # no accumulator zeroing (a tile's first wgmma has scale_d 0): zeroing one fragment's 64 fp32
-    # registers takes 32 CS2R; the 16-24 left are the watchdogs' %globaltimer reads and the like
-    assert ops["CS2R"] < 32, ops
+    # registers takes 32 CS2R Rx, SRZ (the other CS2R read the watchdogs' %globaltimer)
+    zeroing = [x for x in sass_listing(built.image, operands=True) if x.startswith("CS2R") and "SRZ" in x]
+    assert len(zeroing) < 32, zeroing
     assert ops["CALL"] == RCP_SLOW_PATH_CALLS.get(name, 0), ops   # no int64 division helpers, everything inlined
     if name in SPILL_BUDGET:
         assert ops["LDL"] <= SPILL_BUDGET[name] and ops["STL"] <= SPILL_BUDGET[name], ops
@@ -101,6 +102,45 @@ def test_fast_erf_gelu_is_one_ex2_per_element_without_erff(sass):
     none of libdevice erff's coefficient selects (about 8 FSEL per element)."""
     _, ops = sass["frag_ffn_gelu_fast"]
     assert 64 <= ops["MUFU"] <= 72 and ops["FSEL"] < 64, ops
+
+
+def _work_under_wgmma(listing):
+    """Per issued wgmma group (a run of HGMMA), the fp32 and shared-memory instructions before
+    the next wgmma wait (WARPGROUP.DEPBAR): work the SM does while that group runs."""
+    out, i = [], 0
+    while i < len(listing):
+        if not listing[i].startswith("HGMMA"):
+            i += 1
+            continue
+        while i < len(listing) and listing[i].startswith("HGMMA"):
+            i += 1
+        work = 0
+        while i < len(listing) and not listing[i].startswith("WARPGROUP.DEPBAR"):
+            work += listing[i].split(".")[0] in ("FFMA", "FMUL", "FADD", "MUFU", "STS", "LDS", "F2FP", "HADD2")
+            i += 1
+        out.append(work)
+    return out
+
+
+@pytest.mark.parametrize("name,pieces", [("overlap_gelu_backward", 4), ("overlap_layernorm_stats", 5)])
+def test_overlapped_epilogue_runs_under_the_next_tiles_wgmma(sass, name, pieces):
+    """consumer_overlap: the first tile's k-loop, one wgmma group per epilogue piece (ring
+    slots - aux stages of them: 5 - 1 beside the GELU backward's input and column-sum scratch,
+    6 - 1 for W4's kind), then the next tile's remaining k-loop. ptxas keeps each piece's
+    arithmetic between its wgmma group's issue and its wait (a wait hoisted above the piece
+    would serialise them again); the cooperative kernel of the same kind waits right after
+    every issue."""
+    from evt_backends.numba_cuda.codegen.consumer_overlap import pieces as n_pieces
+    from evt_backends.numba_cuda.codegen.frag_layout import FragLayout
+    from evt_backends.numba_cuda.runtime.build import sass_listing
+    from sm90_kernels import programs
+    built, ops = sass[name]
+    lay = FragLayout(programs()[name][0], 128, False, False, aux_ring=True)
+    assert n_pieces(lay) == pieces, (lay.stages, lay.aux_stages)
+    assert ops["HGMMA"] == sm90.K16_STEPS * (pieces + 2), ops
+    work = _work_under_wgmma(sass_listing(built.image))
+    assert sum(w >= 40 for w in work) == pieces, work
+    assert max(_work_under_wgmma(sass_listing(sass["frag_ring_layernorm_stats"][0].image))) < 40
 
 
 def test_second_build_comes_from_the_cache(sass):

@@ -62,18 +62,20 @@ def _thread_columns(lay):
     return [(f"_{i}" if i else "", f"tid + {128 * i}" if i else "tid") for i in range(lay.bn // 128)]
 
 
-def vector_loads(program, lay):
+def vector_loads(program, lay, l="l", n0="n0", into="bv", guard=""):
     """At a consumer's tile start, before its mainloop: thread tid loads column n0 + tid (and
     n0 + tid + 128 of a 256-wide tile) of each column vector (zero past N) into a register,
     which the epilogue stores to the warpgroup's shared slice (the load's latency hides under
     the mainloop; one load per thread, tile and 128 columns instead of 32, a warpgroup's
-    coalesced)."""
+    coalesced). l, n0: the tile's names; into: the registers' prefix; guard: a further
+    condition for loading at all (else zero)."""
     out = []
     for k in lay.vecs:
         t = program.inputs[k]
         for sfx, col in _thread_columns(lay):
-            out.append(f"bv{k}{sfx} = {_LOADERS[t.dtype]}(in{k}_p, l * in{k}_sl + (n0 + {col}) * in{k}_sn) "
-                       f"if n0 + {col} < N else ZERO    # {t.name}: this thread's column of the tile")
+            ok = f"({guard}) & ({n0} + {col} < N)" if guard else f"{n0} + {col} < N"
+            out.append(f"{into}{k}{sfx} = {_LOADERS[t.dtype]}(in{k}_p, {l} * in{k}_sl + ({n0} + {col}) * in{k}_sn) "
+                       f"if {ok} else ZERO    # {t.name}: this thread's column of the tile")
     return out
 
 
@@ -155,6 +157,13 @@ def fragment_lines(program, lay, frags, deterministic):
     return _Writer(program, lay, frags, deterministic).lines()
 
 
+def fragment_chunks(program, lay, frags, deterministic, n):
+    """fragment_lines cut into n pieces at column-group boundaries, in order (the overlapped
+    schedule runs a tile's epilogue a piece at a time between the next tile's k-blocks): the
+    first piece holds the setup, the last the combines and the TMA stores."""
+    return _Writer(program, lay, frags, deterministic).chunks(n)
+
+
 def _comb(red, a, b):
     """The kernel's fp32 combine (combine() spells devicefns calls that numba inlines at its IR
     level per call site: too slow to build for a fragment's dozens of combines)."""
@@ -186,21 +195,29 @@ class _Writer:
         group, both fragments' rows of it. A column vector's two values per group are read
         from the tile's shared slice inside it, just ahead of its pairs, and die after it (held
         all up front, 32 of them beside ping-pong's 128 accumulators made W1 spill 90 registers)."""
+        if not self.lay.recycles:
+            return self.chunks(1)[0]
+        # each 64-column panel goes to the TMA as soon as its 8 groups are written; column and
+        # whole-tile combines (barriers over the scratch) come after the last panel
         out = self._head() + self._partials() + self._loads()
-        if self.lay.recycles:
-            # each 64-column panel goes to the TMA as soon as its 8 groups are written; column
-            # and whole-tile combines (barriers over the scratch) come after the last panel
-            for c in range(self.lay.panels):
-                for j in range(8 * c, 8 * c + 8):
-                    out += self._group(j)
-                out += panel_store(self.p, self.lay, c)
-            return out + self._combines(rows=False) + self._combines(rows=True)
-        for j in range(self.lay.bn // 8):
-            out += self._group(j)
+        for c in range(self.lay.panels):
+            for j in range(8 * c, 8 * c + 8):
+                out += self._group(j)
+            out += panel_store(self.p, self.lay, c)
+        return out + self._combines(rows=False) + self._combines(rows=True)
+
+    def chunks(self, n):
+        """lines() in n pieces, the column groups spread evenly (whole staging only)."""
+        assert not self.lay.recycles and 1 <= n <= self.lay.bn // 8, n
+        groups = self.lay.bn // 8
+        out = [[] for _ in range(n)]
+        out[0] += self._head() + self._partials() + self._loads()
+        for j in range(groups):
+            out[j * n // groups] += self._group(j)
         # row combines (registers, shuffles, one global combine per row) after the stores are
         # issued, so the TMA stores do not wait behind the shuffle chains; column and whole-tile
         # combines meet in the scratch behind barriers, ahead of them as before
-        out += self._combines(rows=False) + tile_stores(self.p, self.lay) + self._combines(rows=True)
+        out[-1] += self._combines(rows=False) + tile_stores(self.p, self.lay) + self._combines(rows=True)
         return out
 
     def _head(self):

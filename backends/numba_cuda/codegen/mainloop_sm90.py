@@ -18,6 +18,8 @@ call allows it, else (epilogue_sm90.py) stages each consumer's fragment through 
 into the thread layout EpilogueWriter expects, so every op, reduction and deterministic mode of
 the mma.sync kernel works unchanged.
 """
+import re
+
 from ...gpu import sm90
 from . import epilogue_fragment
 from .frag_layout import FragLayout
@@ -63,7 +65,7 @@ def module_prelude(ab_dtype, b_kmajor, a_kmajor=True, bn=BN_DEFAULT):
 
 
 def sm90_source(program, ab_dtype, b_kmajor, a_batched, b_batched, deterministic, pingpong=False,
-                aux_async=False, frag=False, fast=(), a_kmajor=True, bn=BN_DEFAULT, aux_ring=False):
+                aux_async=False, frag=False, fast=(), a_kmajor=True, bn=BN_DEFAULT, aux_ring=False, overlap=False):
     """aux_async: the epilogue's (M, N) inputs are copied into shared memory by cp.async while
     the tile's mainloop runs (epilogue_sm90.aux_copy_lines), instead of loaded per row.
     frag: the tree is evaluated on the fragments and the outputs TMA-stored (epilogue_fragment;
@@ -73,7 +75,9 @@ def sm90_source(program, ab_dtype, b_kmajor, a_batched, b_batched, deterministic
     cooperative with the fragment epilogue only: ping-pong would hold 256 accumulators per
     thread, and the staged epilogue's fp32 staging leaves no room for a ring); aux_ring: the
     (M, N) inputs are TMA-loaded by the producer into the ring positions after each tile's
-    k-blocks (cooperative fragment epilogue; _aux_ring_loads, _aux_ring_wait, _aux_ring_release)."""
+    k-blocks (cooperative fragment epilogue; _aux_ring_loads, _aux_ring_wait, _aux_ring_release);
+    overlap: the cooperative schedule with two accumulator sets, a tile's epilogue between the
+    next tile's k-blocks (consumer_overlap.py; 128 x 128, fragment epilogue, no cp.async copies)."""
     assert bn in TILE_WIDTHS and (bn == BN_DEFAULT or (frag and not pingpong)), (bn, frag, pingpong)
     assert not aux_ring or (frag and not pingpong), "aux_ring: the cooperative fragment epilogue"
     lay = smem_layout(program, deterministic, pingpong, aux_async, frag, bn, aux_ring)
@@ -99,10 +103,15 @@ def sm90_source(program, ab_dtype, b_kmajor, a_batched, b_batched, deterministic
     body += ["    " + s for s in _producer((a_kmajor, b_kmajor), a_batched, b_batched, stages, bn,
                                          _aux_ring_loads(program, lay))]
     body.append("else:")
-    consumer = _consumer_pingpong if pingpong else _consumer
-    epilogue = (epilogue_fragment.fragment_lines if frag else epilogue_lines)
-    tail = consumer(program, (a_kmajor, b_kmajor), deterministic, lay, epilogue,
-                    epilogue_fragment.vector_loads(program, lay) if frag else [])
+    if overlap:
+        from .consumer_overlap import consumer_overlap
+        assert frag and not pingpong and bn == BN_DEFAULT and not lay.aux, "overlap: see consumer_overlap.py"
+        tail = consumer_overlap(program, (a_kmajor, b_kmajor), deterministic, lay)
+    else:
+        consumer = _consumer_pingpong if pingpong else _consumer
+        epilogue = (epilogue_fragment.fragment_lines if frag else epilogue_lines)
+        tail = consumer(program, (a_kmajor, b_kmajor), deterministic, lay, epilogue,
+                        epilogue_fragment.vector_loads(program, lay) if frag else [])
     if frag:
         tail = tail[:2] + epilogue_fragment.consumer_prologue(program) + tail[2:] + \
             epilogue_fragment.consumer_epilogue()
@@ -112,20 +121,25 @@ def sm90_source(program, ab_dtype, b_kmajor, a_batched, b_batched, deterministic
     return src + "\n"
 
 
-def _tile_coords(ind, bn):
-    """(l, mt, nt) of tile t in grouped order (backends/gpu/sm90.tile_coords), in u32 math."""
+def tile_coords(ind, bn, tile="tile", sfx=""):
+    """(l, mt, nt, m0, n0) of tile `tile` in grouped order (backends/gpu/sm90.tile_coords), in
+    u32 math; every name it sets ends in sfx."""
     g = sm90.GROUP_M
-    return [f"{ind}per_batch = tiles_m * tiles_n",
-            f"{ind}l = udiv32(tile, per_batch)",
-            f"{ind}r = tile - l * per_batch",
-            f"{ind}group = udiv32(r, {g} * tiles_n)",
-            f"{ind}first_m = group * {g}",
-            f"{ind}rows = min(tiles_m - first_m, {g})",
-            f"{ind}rr = r - group * {g} * tiles_n",
-            f"{ind}mt = first_m + urem32(rr, rows)",
-            f"{ind}nt = udiv32(rr, rows)",
-            f"{ind}m0 = mt * {sm90.BM}",
-            f"{ind}n0 = nt * {bn}"]
+    lines = [f"per_batch = tiles_m * tiles_n",
+             f"l = udiv32({tile}, per_batch)",
+             f"r = {tile} - l * per_batch",
+             f"group = udiv32(r, {g} * tiles_n)",
+             f"first_m = group * {g}",
+             f"rows = min(tiles_m - first_m, {g})",
+             f"rr = r - group * {g} * tiles_n",
+             f"mt = first_m + urem32(rr, rows)",
+             f"nt = udiv32(rr, rows)",
+             f"m0 = mt * {sm90.BM}",
+             f"n0 = nt * {bn}"]
+    if sfx:
+        names = r"\b(per_batch|l|r|group|first_m|rows|rr|mt|nt|m0|n0)\b"
+        lines = [re.sub(names, lambda m: m.group(1) + sfx, x) for x in lines]
+    return [ind + x for x in lines]
 
 
 def _producer(layouts, a_batched, b_batched, stages, bn, aux_loads=()):
@@ -157,7 +171,7 @@ def _producer(layouts, a_batched, b_batched, stages, bn, aux_loads=()):
            "    ph = 0",
            "    tile = cuda.blockIdx.x",
            "    while tile < tiles:    # (a stepped range() would divide in int64: a CALL)"]
-    out += _tile_coords("        ", bn)
+    out += tile_coords("        ", bn)
     out += ["        for kb in range(ktiles):",
             f"            mbar_wait(bars + 8 * ({stages} + s), ph ^ 1, werr, {WAIT_EMPTY})   # consumers released slot s",
             "            fb = bars + 8 * s",
@@ -240,33 +254,48 @@ def _k_loop(layouts, frags, stages, bn):
     slot is released one k-block late (wait_group 1 keeps one wgmma group in flight). The
     tile's first k16 step has scale_d 0 (kb == 0: the accumulators come in undefined); one
     fence and one wait serve every fragment, the others are only tied beside them (wg_tie)."""
+    out = ["prev = -1", "for kb in range(ktiles):"]
+    out += ["    " + x for x in k_issue(layouts, frags, bn) + k_retire(frags, stages)]
+    return out + k_drain(frags, stages)
+
+
+def _once(frags, op, ind, note=""):
+    """op on the first fragment, the others only tied beside it (one fence or wait serves all)."""
+    return [f"{ind}{acc} = {op if i == 0 else 'wg_tie'}({acc}){note if i == 0 else ''}"
+            for i, (acc, _) in enumerate(frags)]
+
+
+def k_issue(layouts, frags, bn):
+    """k-block kb's wgmma group: wait for its slot s to fill, then one wgmma per fragment and
+    k16 step, committed as one group (it runs while the lines after it execute)."""
     a_kmajor, b_kmajor = layouts
     stage = sm90.stage_bytes(bn)
-    a_bytes = sm90.a_stage_bytes()
     ka, la, sa_ = sm90.DESC_K_MAJOR if a_kmajor else sm90.DESC_N_MAJOR
     kb_, lb, sb_ = sm90.DESC_K_MAJOR if b_kmajor else sm90.DESC_N_MAJOR
-    out = ["prev = -1",
-           "for kb in range(ktiles):",
-           f"    mbar_wait(bars + 8 * s, ph, werr, {WAIT_FULL})   # TMA filled slot s",
-           f"    sa = sbase + s * {stage}",
-           f"    sb = sa + {a_bytes}"]
-    def once(op, ind, note=""):
-        return [f"{ind}{acc} = {op if i == 0 else 'wg_tie'}({acc}){note if i == 0 else ''}"
-                for i, (acc, _) in enumerate(frags)]
-    out += once("wg_fence", "    ")
+    out = [f"mbar_wait(bars + 8 * s, ph, werr, {WAIT_FULL})   # TMA filled slot s",
+           f"sa = sbase + s * {stage}",
+           f"sb = sa + {sm90.a_stage_bytes()}"]
+    out += _once(frags, "wg_fence", "")
     for k in range(sm90.K16_STEPS):
-        out += [f"    {acc} = wg_mma({acc}, wgmma_desc(sa + {a_off} + {ka * k}, {la}, {sa_}), "
+        out += [f"{acc} = wg_mma({acc}, wgmma_desc(sa + {a_off} + {ka * k}, {la}, {sa_}), "
                 f"wgmma_desc(sb + {kb_ * k}, {lb}, {sb_}), {'kb' if k == 0 else 1})" for acc, a_off in frags]
-    out += ["    wg_commit()"]
-    out += once("wg_wait1", "    ", "    # the previous k-block's wgmma is done: release its slot")
-    out += ["    if (prev >= 0) & (tid == 0):",
-            f"        mbar_arrive(bars + 8 * ({stages} + prev))",
-            "    prev = s"]
-    out += ["    " + x for x in _advance(stages)]
-    out += once("wg_wait0", "")
+    return out + ["wg_commit()"]
+
+
+def k_retire(frags, stages):
+    """After k-block kb's issue: the previous k-block's group is done (wait_group 1), so its
+    slot is released; s and ph step on."""
+    out = _once(frags, "wg_wait1", "", "    # the previous k-block's wgmma is done: release its slot")
     out += ["if (prev >= 0) & (tid == 0):",
-            f"    mbar_arrive(bars + 8 * ({stages} + prev))"]
-    return out
+            f"    mbar_arrive(bars + 8 * ({stages} + prev))",
+            "prev = s"]
+    return out + _advance(stages)
+
+
+def k_drain(frags, stages):
+    """After a tile's last k-block: every group done, the last slot released."""
+    return _once(frags, "wg_wait0", "") + ["if (prev >= 0) & (tid == 0):",
+                                            f"    mbar_arrive(bars + 8 * ({stages} + prev))"]
 
 
 def _consumer(program, layouts, deterministic, lay, epilogue, tile_loads):
@@ -279,7 +308,7 @@ def _consumer(program, layouts, deterministic, lay, epilogue, tile_loads):
            "ph = 0",
            "tile = cuda.blockIdx.x",
            "while tile < tiles:"]
-    out += _tile_coords("    ", lay.bn)
+    out += tile_coords("    ", lay.bn)
     out.append("    acc = acc_undef()")
     out += ["    " + x for x in tile_loads + aux_copy_lines(program, lay)]
     out += ["    " + x for x in _k_loop(layouts, [("acc", f"wg * {sm90.A_HALF_BYTES}")], lay.stages, lay.bn)]
@@ -304,7 +333,7 @@ def _consumer_pingpong(program, layouts, deterministic, lay, epilogue, tile_load
            "it = wg",
            "tile = cuda.blockIdx.x + wg * cuda.gridDim.x",
            "while tile < tiles:"]
-    out += _tile_coords("    ", lay.bn)
+    out += tile_coords("    ", lay.bn)
     out += ["    " + x for x in tile_loads]
     out += ["    acc0 = acc_undef()",
             "    acc1 = acc_undef()",

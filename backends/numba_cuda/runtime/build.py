@@ -191,6 +191,15 @@ def sass_opcodes(cubin, modifiers=False):
     every dump contains the section name SHT_CUDA_CALLGRAPH. modifiers: count each opcode with
     its modifiers (HGMMA.64x256x16.F32), else the opcode alone (HGMMA)."""
     import collections
+    ops = collections.Counter()
+    for op in sass_listing(cubin):
+        ops[op if modifiers else op.split(".")[0]] += 1
+    return ops
+
+
+def sass_listing(cubin, operands=False):
+    """The cubin's instructions in address order, each as its opcode with modifiers (CPU-only);
+    operands: the whole instruction, predicate guard left out ("CS2R R4, SR_GLOBALTIMERLO")."""
     import subprocess
     import tempfile
     tool = _cuobjdump()
@@ -198,12 +207,12 @@ def sass_opcodes(cubin, modifiers=False):
         f.write(cubin)
         f.flush()
         text = subprocess.run([tool, "-sass", f.name], capture_output=True, text=True, check=True).stdout
-    ops = collections.Counter()
+    out = []
     for line in text.splitlines():
-        m = re.match(r"\s+/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Za-z0-9_.]*)", line)
+        m = re.match(r"\s+/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Za-z0-9_.]*)([^;]*)", line)
         if m:
-            ops[m.group(1) if modifiers else m.group(1).split(".")[0]] += 1
-    return ops
+            out.append(m.group(1) + m.group(2).rstrip() if operands else m.group(1))
+    return out
 
 
 def _cuobjdump():

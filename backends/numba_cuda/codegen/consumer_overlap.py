@@ -1,0 +1,83 @@
+"""The overlapped cooperative schedule (sm90_schedule="overlap"): both consumer warpgroups share
+every 128 x 128 tile, 64 rows each, as in the cooperative schedule, but hold two accumulator
+sets, so a tile's epilogue runs while the tensor cores work on the CTA's next tile.
+
+Why: in the cooperative schedule the tensor cores idle through every epilogue (W2's and BERT's
+GELU backward's take 1.6-2.8 us of issue time a tile, against 3.4-4.5 us of mainloop at
+K = 768-1024), and ping-pong, which overlaps them, gives each warpgroup a whole tile's epilogue
+and 128 accumulators (measured slower on those trees, bench/RESULTS.md runs 84-85).
+
+Per tile t (accumulators in `acc`), with t' = t + gridDim.x the CTA's next tile (`accn`):
+
+    for c in 0 .. E-1:       issue k-block c of t' (if any)   -- wgmma runs asynchronously
+                             piece c of t's epilogue          -- epilogue_fragment.fragment_chunks
+                             retire k-block c - 1 (wait_group 1, release its slot)
+    release t's aux slots;   t''s remaining k-blocks;   wait for t''s aux stages;   acc = accn
+
+Invariant (no deadlock with (M, N) inputs through the ring): t's aux stages sit in the ring just
+before t''s k-blocks and are released only after t's last epilogue piece, so the producer can
+fill only the first S - a of those k-blocks (S ring slots, a aux stages) until then; the pieces
+wait on k-blocks 0 .. E-1, hence E <= S - a (pieces()).
+"""
+from ...gpu import sm90
+from . import epilogue_fragment
+from .mainloop_sm90 import _aux_ring_release, _aux_ring_wait, k_drain, k_issue, k_retire, tile_coords
+
+PIECES = 8      # epilogue pieces a tile (2 of its 16 column groups each) where the ring allows
+
+
+def pieces(lay):
+    """How many k-blocks of the next tile a tile's epilogue is spread over (the invariant above)."""
+    return max(1, min(PIECES, lay.stages - lay.aux_stages)) if lay.aux_ring else PIECES
+
+
+def consumer_overlap(program, layouts, deterministic, lay):
+    """The consumer warpgroups' lines (after setmaxnreg, inside `else:` of the warp split)."""
+    stages, bn = lay.stages, lay.bn
+    cur, nxt = [("acc", f"wg * {sm90.A_HALF_BYTES}")], [("accn", f"wg * {sm90.A_HALF_BYTES}")]
+    n = pieces(lay)
+    chunks = epilogue_fragment.fragment_chunks(program, lay, ["acc"], deterministic, n)
+    vecs = list(lay.vecs)
+    out = [f"# ---- consumer warpgroups: cooperative, two accumulator sets; a tile's epilogue in {n} pieces ----",
+           "setmaxnreg_consumer()",
+           "wg = wgid - 1",
+           "s = 0",
+           "ph = 0",
+           "prev = -1",
+           "s_aux = 0",
+           "tile = cuda.blockIdx.x",
+           "acc = acc_undef()"]
+    out += tile_coords("", bn)
+    out += epilogue_fragment.vector_loads(program, lay, guard="tile < tiles")
+    out += ["if tile < tiles:    # the CTA's first tile: its mainloop alone",
+            "    for kb in range(ktiles):"]
+    out += ["        " + x for x in k_issue(layouts, cur, bn) + k_retire(cur, stages)]
+    out += ["    " + x for x in k_drain(cur, stages) + _aux_ring_wait(lay)]
+    out += ["while tile < tiles:",
+            "    ntile = tile + cuda.gridDim.x",
+            "    more = ntile < tiles",
+            "    accn = acc_undef()",
+            "    prev = -1",
+            "    kb = 0"]
+    out += tile_coords("    ", bn)
+    for c, piece in enumerate(chunks):
+        out += [f"    go = more & (kb < ktiles)    # piece {c}: k-block kb of the next tile runs beside it",
+                "    if go:"]
+        out += ["        " + x for x in k_issue(layouts, nxt, bn)]
+        out += ["    " + x for x in piece]
+        out += ["    if go:"]
+        out += ["        " + x for x in k_retire(nxt, stages) + ["kb = kb + 1"]]
+        if c == 0 and vecs:
+            # the tile's column vectors went to shared memory in piece 0: load the next tile's
+            out += ["    " + x for x in tile_coords("", bn, "ntile", "_n")]
+            out += ["    " + x for x in epilogue_fragment.vector_loads(program, lay, "l_n", "n0_n", "bvn", "more")]
+    out += ["    " + x for x in _aux_ring_release(lay)]
+    out += ["    if more:",
+            "        while kb < ktiles:"]
+    out += ["            " + x for x in k_issue(layouts, nxt, bn) + k_retire(nxt, stages) + ["kb = kb + 1"]]
+    out += ["        " + x for x in k_drain(nxt, stages) + _aux_ring_wait(lay)]
+    out += ["    acc = accn"]
+    out += [f"    bv{k}{sfx} = bvn{k}{sfx}" for k in vecs for sfx, _ in epilogue_fragment._thread_columns(lay)]
+    out += ["    tile = ntile"]
+    return out
+
