@@ -122,11 +122,12 @@ def _work_under_wgmma(listing):
     return out
 
 
-@pytest.mark.parametrize("name,pieces", [("overlap_gelu_backward", 4), ("overlap_layernorm_stats", 5)])
+@pytest.mark.parametrize("name,pieces", [("overlap_gelu_backward", 8), ("overlap_layernorm_stats", 8)])
 def test_overlapped_epilogue_runs_under_the_next_tiles_wgmma(sass, name, pieces):
-    """consumer_overlap: the first tile's k-loop, one wgmma group per epilogue piece (ring
-    slots - aux stages of them: 5 - 1 beside the GELU backward's input and column-sum scratch,
-    6 - 1 for W4's kind), then the next tile's remaining k-loop. ptxas keeps each piece's
+    """consumer_overlap: the first tile's k-loop, one wgmma group per epilogue piece (8: their
+    one ring input is read up front and its slot released, so the ring does not bound them),
+    then the next tile's remaining k-loop, without spills beside the 32 preloaded input words
+    and the second accumulator set (test_sass_is_warp_specialised_wgmma_with_tma). ptxas keeps each piece's
     arithmetic between its wgmma group's issue and its wait (a wait hoisted above the piece
     would serialise them again); the cooperative kernel of the same kind waits right after
     every issue."""

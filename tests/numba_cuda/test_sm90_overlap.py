@@ -11,9 +11,22 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 
 from evt_backends.numba_cuda.codegen import epilogue_fragment as ef  # noqa: E402
-from evt_backends.numba_cuda.codegen.consumer_overlap import PIECES, consumer_overlap, pieces  # noqa: E402
+from evt_backends.numba_cuda.codegen.consumer_overlap import PIECES, consumer_overlap, pieces, preloaded  # noqa: E402
 from evt_backends.numba_cuda.codegen.frag_layout import FragLayout  # noqa: E402
-from test_sm90_wide_tile import PROGRAMS, _choose, gpu  # noqa: E402,F401 - gpu: the fixture
+import numpy as np  # noqa: E402
+
+from evt_core import ops  # noqa: E402
+from test_sm90_wide_tile import PROGRAMS, _choose, _trace, gpu  # noqa: E402,F401 - gpu: the fixture
+
+
+def _two_inputs(accum, g, x):
+    dx = accum * g + x
+    return {"dx": dx, "s": ops.sum(dx, over="M")}
+
+
+F16 = np.float16
+PROGRAMS = {**PROGRAMS, "ln_backward": _trace(_two_inputs, {"g": np.empty((64, 64), F16), "x": np.empty((64, 64), F16)},
+                                              {"dx": np.empty((64, 64), F16), "s": np.empty(64, np.float32)})}
 
 OVERLAPPABLE = ["bare", "bias_gelu", "row_col", "residual", "row_sums", "two_outputs", "three_outputs", "w4",
                 "col_sums"]
@@ -60,23 +73,32 @@ def test_epilogue_pieces_are_the_whole_epilogue_in_order(name, n, det):
     assert any("bulk_commit()" in x for x in parts[-1])
 
 
-@pytest.mark.parametrize("name", OVERLAPPABLE)
+@pytest.mark.parametrize("name", OVERLAPPABLE + ["ln_backward"])
 def test_ring_invariant_pieces_fit_before_the_aux_release(name):
-    """A tile's aux stages are released after its last piece; until then the producer can fill
-    stages - aux_stages of the next tile's k-blocks, and piece c waits on k-block c: pieces must
-    not exceed that (else the consumer waits on a k-block the producer cannot load)."""
+    """Until a tile's aux stages are released the producer can fill only stages - aux_stages of
+    the next tile's k-blocks, and piece c waits on k-block c. One ring input is read whole by
+    the first piece (32 words a thread) and released before its first column group, so every
+    piece may wait; two are released after the last piece, and the pieces stay within the
+    ring (else the consumer waits on a k-block the producer cannot load)."""
     p = PROGRAMS[name]
     lay = FragLayout(p, 128, False, False, aux_ring=True)
     n = pieces(lay)
     assert 1 <= n <= PIECES
-    if lay.aux_ring:
-        assert n <= lay.stages - lay.aux_stages, (lay.stages, lay.aux_stages)
-    src = consumer_overlap(p, (False, False), False, lay)
-    gos = [i for i, x in enumerate(src) if x.strip().startswith("go = more & (kb < ktiles)")]
+    src = [x.strip() for x in consumer_overlap(p, (False, False), False, lay)]
+    gos = [i for i, x in enumerate(src) if x.startswith("go = more & (kb < ktiles)")]
     assert len(gos) == n
-    if lay.aux_ring:
-        release = next(i for i, x in enumerate(src) if "aux_ring: the warpgroup's reads" in x)
-        rest = next(i for i, x in enumerate(src) if x.strip() == "while kb < ktiles:")
+    if not lay.aux_ring:
+        assert not any("aux_ring" in x for x in src)
+        return
+    release = next(i for i, x in enumerate(src) if "aux_ring: the warpgroup's reads" in x)
+    rest = src.index("while kb < ktiles:")
+    first_group = next(i for i, x in enumerate(src) if "epi_group(" in x)
+    if preloaded(lay):
+        assert len(lay.ring_inputs) == 1 and n == PIECES
+        words = [i for i, x in enumerate(src) if x.startswith("xw") and "lds_u32(" in x]
+        assert len(words) == 32 and gos[0] < max(words) < release < first_group, (words, release, first_group)
+    else:
+        assert len(lay.ring_inputs) == 2 and n <= lay.stages - lay.aux_stages, (lay.stages, lay.aux_stages)
         assert gos[-1] < release < rest      # released after the last piece, before the k-loop goes on
 
 

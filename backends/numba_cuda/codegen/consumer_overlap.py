@@ -15,20 +15,30 @@ Per tile t (accumulators in `acc`), with t' = t + gridDim.x the CTA's next tile 
     release t's aux slots;   t''s remaining k-blocks;   wait for t''s aux stages;   acc = accn
 
 Invariant (no deadlock with (M, N) inputs through the ring): t's aux stages sit in the ring just
-before t''s k-blocks and are released only after t's last epilogue piece, so the producer can
-fill only the first S - a of those k-blocks (S ring slots, a aux stages) until then; the pieces
-wait on k-blocks 0 .. E-1, hence E <= S - a (pieces()).
+before t''s k-blocks, and until they are released the producer can fill only the first S - a of
+those k-blocks (S ring slots, a aux stages); piece c waits on k-block c. So either the first
+piece reads every input word the thread needs into registers and releases the aux stages
+before its first column group (one 16-bit input: 32 registers a thread, preloaded()), or they
+are released after the last piece and E <= S - a (pieces()).
 """
 from ...gpu import sm90
 from . import epilogue_fragment
 from .mainloop_sm90 import _aux_ring_release, _aux_ring_wait, k_drain, k_issue, k_retire, tile_coords
 
 PIECES = 8      # epilogue pieces a tile (2 of its 16 column groups each) where the ring allows
+PRELOAD_WORDS = 32      # ring input words a thread may hold from its epilogue's start (one input)
+
+
+def preloaded(lay):
+    """Whether a tile's ring inputs are read whole by the first piece (and their slots released)."""
+    return lay.aux_ring and epilogue_fragment.preload_words(lay) <= PRELOAD_WORDS
 
 
 def pieces(lay):
     """How many k-blocks of the next tile a tile's epilogue is spread over (the invariant above)."""
-    return max(1, min(PIECES, lay.stages - lay.aux_stages)) if lay.aux_ring else PIECES
+    if lay.aux_ring and not preloaded(lay):
+        return max(1, min(PIECES, lay.stages - lay.aux_stages))
+    return PIECES
 
 
 def consumer_overlap(program, layouts, deterministic, lay):
@@ -36,7 +46,9 @@ def consumer_overlap(program, layouts, deterministic, lay):
     stages, bn = lay.stages, lay.bn
     cur, nxt = [("acc", f"wg * {sm90.A_HALF_BYTES}")], [("accn", f"wg * {sm90.A_HALF_BYTES}")]
     n = pieces(lay)
-    chunks = epilogue_fragment.fragment_chunks(program, lay, ["acc"], deterministic, n)
+    early = preloaded(lay)
+    release = _aux_ring_release(lay)
+    chunks = epilogue_fragment.fragment_chunks(program, lay, ["acc"], deterministic, n, release if early else None)
     vecs = list(lay.vecs)
     out = [f"# ---- consumer warpgroups: cooperative, two accumulator sets; a tile's epilogue in {n} pieces ----",
            "setmaxnreg_consumer()",
@@ -71,7 +83,7 @@ def consumer_overlap(program, layouts, deterministic, lay):
             # the tile's column vectors went to shared memory in piece 0: load the next tile's
             out += ["    " + x for x in tile_coords("", bn, "ntile", "_n")]
             out += ["    " + x for x in epilogue_fragment.vector_loads(program, lay, "l_n", "n0_n", "bvn", "more")]
-    out += ["    " + x for x in _aux_ring_release(lay)]
+    out += [] if early else ["    " + x for x in release]
     out += ["    if more:",
             "        while kb < ktiles:"]
     out += ["            " + x for x in k_issue(layouts, nxt, bn) + k_retire(nxt, stages) + ["kb = kb + 1"]]

@@ -30,12 +30,14 @@ from .epilogue import _LOADERS, combine, global_combine, identity, tree_lines
 from .epilogue_sm90 import SMEM_LOADERS as _STAGED_LOADERS, tile_inputs
 from .frag_layout import AUX_PITCH, column_vectors
 from .fragment_stores import panel_store, tile_stores
+from .warp_combine import column_functions, comb, shfl
 
 PANEL_BYTES = sm90.PANEL_BYTES      # 64 x 64 16-bit elements, 8 KB
 _PAIR_STORERS = {"float16": "sts_pair_f16", "bfloat16": "sts_pair_bf16"}
 _SMEM_LOADERS = {t: _STAGED_LOADERS[t] for t in ("float16", "bfloat16")}   # 16-bit: one element per read
 _PAIR_READ = "float32"      # a staged fp32 input is read a column pair at a time (lds_f32x2)
 _RING_PAIR_LOADERS = {"float16": "lds_pair_f16", "bfloat16": "lds_pair_bf16"}   # aux_ring: a packed pair
+_RING_PAIR_WIDENERS = {"float16": "pair_of_f16", "bfloat16": "pair_of_bf16"}      # ... of a preloaded word
 
 
 def refusal(program):
@@ -132,12 +134,13 @@ def _pair_reduce(program, kinds, k, src, e):
     return [f"{part} = {combine(red, part, c)} if {ok} else {part}    # {red.name}"]
 
 
-def device_functions(program, lay, fast=()):
+def device_functions(program, lay, fast=(), preload=False):
     """The module-level device functions of a fragment-epilogue kernel: epi_pair, epi_group and
-    epi_col<k> per column reduction."""
+    epi_col<k> per column reduction. preload: the ring inputs' words come in as arguments
+    (fragment_chunks with a release)."""
     frags = ["acc0", "acc1"] if lay.pingpong else ["acc"]
-    wr = _Writer(program, lay, frags, False)
-    return "\n\n".join(x for x in (pair_function(program, fast), wr.group_function(), wr.column_functions()) if x)
+    wr = _Writer(program, lay, frags, False, preload)
+    return "\n\n".join(x for x in (pair_function(program, fast), wr.group_function(), column_functions(program, lay)) if x)
 
 
 def consumer_prologue(program):
@@ -157,25 +160,23 @@ def fragment_lines(program, lay, frags, deterministic):
     return _Writer(program, lay, frags, deterministic).lines()
 
 
-def fragment_chunks(program, lay, frags, deterministic, n):
+def fragment_chunks(program, lay, frags, deterministic, n, release=None):
     """fragment_lines cut into n pieces at column-group boundaries, in order (the overlapped
     schedule runs a tile's epilogue a piece at a time between the next tile's k-blocks): the
-    first piece holds the setup, the last the combines and the TMA stores."""
-    return _Writer(program, lay, frags, deterministic).chunks(n)
+    first piece holds the setup, the last the combines and the TMA stores. release: lines that
+    give the tile's ring slots back; given, the first piece reads every ring input word the
+    thread needs into registers (preload_words) and runs them right after."""
+    return _Writer(program, lay, frags, deterministic, preload=release is not None).chunks(n, release or [])
 
 
-def _comb(red, a, b):
-    """The kernel's fp32 combine (combine() spells devicefns calls that numba inlines at its IR
-    level per call site: too slow to build for a fragment's dozens of combines)."""
-    return f"({a} + {b})" if red.op in (Op.SUM, Op.MEAN) else f"max_nan({a}, {b})"
-
-
-def _shfl(v, lanes):
-    return f"cuda.shfl_xor_sync(0xFFFFFFFF, {v}, {lanes})"
+def preload_words(lay):
+    """Registers a consumer thread holds from its epilogue's start when the ring inputs are read
+    up front: one packed pair per input, column group and row."""
+    return len(lay.ring_inputs) * (lay.bn // 8) * 2
 
 
 class _Writer:
-    def __init__(self, program, lay, frags, det):
+    def __init__(self, program, lay, frags, det, preload=False):
         self.p, self.lay, self.frags, self.det = program, lay, frags, det
         self.kinds = [reduction_kind(r) for r in program.reductions]
         self.rows = [(h, r) for h in range(len(frags)) for r in range(2)]
@@ -189,6 +190,7 @@ class _Writer:
         self.ring = list(lay.ring_inputs)      # read from their TMA-loaded panels in the ring
         self.copied = list(lay.aux)            # read from their cp.async-copied padded rows
         assert set(self.staged) == set(self.ring) | set(self.copied), "every (M, N) input staged"
+        self.preload = preload and bool(self.ring)    # ring words read up front (fragment_chunks)
 
     def lines(self):
         """Column group by column group (j): one call of the group function (group_function) per
@@ -206,12 +208,16 @@ class _Writer:
             out += panel_store(self.p, self.lay, c)
         return out + self._combines(rows=False) + self._combines(rows=True)
 
-    def chunks(self, n):
-        """lines() in n pieces, the column groups spread evenly (whole staging only)."""
+    def chunks(self, n, release=()):
+        """lines() in n pieces, the column groups spread evenly (whole staging only); with
+        preload, the ring words are read and `release` runs before the first group."""
         assert not self.lay.recycles and 1 <= n <= self.lay.bn // 8, n
         groups = self.lay.bn // 8
         out = [[] for _ in range(n)]
         out[0] += self._head() + self._partials() + self._loads()
+        if self.preload:
+            out[0] += self._preloads() + ["named_bar_sync(1 + wg, 128)   # the warpgroup's ring words are read"]
+            out[0] += list(release)
         for j in range(groups):
             out[j * n // groups] += self._group(j)
         # row combines (registers, shuffles, one global combine per row) after the stores are
@@ -294,6 +300,13 @@ class _Writer:
             out += [f"vr{k}_{h}{r} = " + self._load(k, f"m_{h}{r} * in{k}_sm", f"okm_{h}{r}") for h, r in self.rows]
         return out
 
+    def _preloads(self):
+        """Every ring input word of the thread's rows in every column group: group j's chunk of
+        its swizzled row sits at (fg ^ (j % 8)) x 16 in panel j // 8."""
+        return [f"xw{k}_{j}_{h}{r} = lds_u32(apan{k}_{j // 8} + {1024 * r} + (fg ^ {j % 8}) * 16)"
+                f"    # {self.p.inputs[k].name}" for k in self.ring for j in range(self.lay.bn // 8)
+                for h, r in self.rows]
+
     def _group_params(self):
         """(group function parameter, kernel argument of column group j) pairs, in order."""
         pp = []
@@ -304,7 +317,11 @@ class _Writer:
         pp += [(f"vc{k}", None) for k in self.const]
         pp += [(f"vr{k}_{h}{r}", None) for k in self.rowvec for h, r in self.rows]
         pp += [(f"abuf{k}", None) for k in self.copied] + ([("arow", None)] if self.copied else [])
-        pp += [(f"apan{k}", lambda j, k=k: f"apan{k}_{j // 8}") for k in self.ring]
+        if self.preload:
+            pp += [(f"xw{k}_{h}{r}", lambda j, k=k, h=h, r=r: f"xw{k}_{j}_{h}{r}") for k in self.ring
+                   for h, r in self.rows]
+        else:
+            pp += [(f"apan{k}", lambda j, k=k: f"apan{k}_{j // 8}") for k in self.ring]
         pp += [(f"sc{k}", None) for k in range(len(self.p.scalars))]
         pp += [(f"obase{k}", None) for k in range(len(self.p.outputs))]
         pp += [(x, lambda j, i=i: self._group_partials(f"_{j}")[i]) for i, x in enumerate(self._group_partials("_"))]
@@ -335,10 +352,13 @@ class _Writer:
         out += [f"vb{k}_0, vb{k}_1 = lds_f32x2(vrow{k} + 4 * c)    # {self.p.inputs[k].name}" for k in self.bcast]
         out += [f"xs{k}_{h}{r}_0, xs{k}_{h}{r}_1 = lds_f32x2(abuf{k} + 4 * (arow + {8 * r * AUX_PITCH} + c))"
                 f"    # {self.p.inputs[k].name}" for k in self._pair_read() if k in self.copied for h, r in self.rows]
-        if self.ring:
+        if self.preload:
+            out += [f"xs{k}_{h}{r}_0, xs{k}_{h}{r}_1 = {_RING_PAIR_WIDENERS[self.p.inputs[k].dtype]}(xw{k}_{h}{r})"
+                    f"    # {self.p.inputs[k].name}" for k in self.ring for h, r in self.rows]
+        elif self.ring:
             out.append("xa = (fg ^ (j & 7)) * 16    # the group's 16-byte chunk of a swizzled panel row")
-        out += [f"xs{k}_{h}{r}_0, xs{k}_{h}{r}_1 = {_RING_PAIR_LOADERS[self.p.inputs[k].dtype]}(apan{k} + {1024 * r} + xa)"
-                f"    # {self.p.inputs[k].name}" for k in self.ring for h, r in self.rows]
+            out += [f"xs{k}_{h}{r}_0, xs{k}_{h}{r}_1 = {_RING_PAIR_LOADERS[self.p.inputs[k].dtype]}(apan{k} + "
+                    f"{1024 * r} + xa)    # {self.p.inputs[k].name}" for k in self.ring for h, r in self.rows]
         pp = self.lay.pingpong
         for h, r in self.rows:
             const = (h * self.lay.out_panels * PANEL_BYTES if pp else 0) + r * 1024
@@ -415,7 +435,7 @@ class _Writer:
             if kind == "row":
                 for h, r in self.rows:
                     q = f"q{k}_{h}{r}"
-                    out += [f"{q} = {_comb(red, q, _shfl(q, s))}" for s in (1, 2)]
+                    out += [f"{q} = {comb(red, q, shfl(q, s))}" for s in (1, 2)]
                     out += [f"if (fq == 0) & okm_{h}{r}:", f"    {gc(q, f'm_{h}{r}', None)}    # {red.name}"]
             elif kind == "col":
                 out.append(f"wcol = w * {self.lay.bn} + 2 * fq    # this thread's column pair's scratch word")
@@ -425,56 +445,16 @@ class _Writer:
                 for _, col in _thread_columns(self.lay):     # thread tid finishes column tid (+ 128)
                     total = f"lds(scratch, {col})"
                     for wi in range(1, 4):
-                        total = _comb(red, total, f"lds(scratch, {wi * self.lay.bn} + {col})")
+                        total = comb(red, total, f"lds(scratch, {wi * self.lay.bn} + {col})")
                     out += [f"a{k} = {total}", f"if n0 + {col} < N:",
                             f"    {gc(f'a{k}', None, f'n0 + {col}')}    # {red.name}"]
                 out.append(bar)
             else:
                 p = f"p{k}"
-                out += [f"{p} = {_comb(red, p, _shfl(p, s))}" for s in (1, 2, 4, 8, 16)]
+                out += [f"{p} = {comb(red, p, shfl(p, s))}" for s in (1, 2, 4, 8, 16)]
                 out += ["if tid % 32 == 0:", f"    sts(scratch, w, {p})", bar]
                 total = "lds(scratch, 0)"
                 for wi in range(1, 4):
-                    total = _comb(red, total, f"lds(scratch, {wi})")
+                    total = comb(red, total, f"lds(scratch, {wi})")
                 out += ["if tid == 0:", f"    {gc(total, None, None)}    # {red.name}", bar]
         return out
-
-    def column_functions(self):
-        """Module-level source of epi_col<k> per column reduction k: the thread's column partials
-        (column 8 j + 2 fq + e as partial 2 j + e) combined over the warp's eight quads by a
-        reduce-scatter, then parked in the scratch. Each of the three xor levels (4, 8, 16: fg's
-        bits) halves what a lane holds: it keeps the half its fg bit names, sends the other half
-        to its partner and combines what comes back, so p partials take p/2 + p/4 + p/8 shuffles
-        (28 at 128 columns, p = 32) where a shuffle chain per column took 3p (96), and each lane
-        ends with p/8 finished columns, which it stores. Every column still combines its quads in
-        the order xor 4, 8, 16, each step "own with partner's": sums are the chains' bit for bit
-        (fp32 addition commutes exactly), maxima too but for the sign of a zero max_nan picks
-        between +0 and -0 by operand order; the order is fixed, so deterministic mode stays
-        bit-identical run to run."""
-        out = []
-        n = 2 * (self.lay.bn // 8)
-        for k, (red, kind) in enumerate(zip(self.p.reductions, self.kinds)):
-            if kind != "col":
-                continue
-            names = [f"v{i}" for i in range(n)]
-            body = []
-            for level, lanes in enumerate((4, 8, 16)):
-                half = len(names) // 2
-                b = f"b{level}"
-                body.append(f"{b} = (fg >> {level}) & 1")
-                kept = []
-                for i in range(half):
-                    lo, hi, x = names[i], names[i + half], f"x{level}_{i}"
-                    body += [f"{x} = select_f32({b}, {hi}, {lo})",
-                             f"{x} = {_comb(red, x, _shfl(f'select_f32({b}, {lo}, {hi})', lanes))}"]
-                    kept.append(x)
-                names = kept
-            # the lane keeps partials base + t, t < n/8, base = n/2 b0 + n/4 b1 + n/8 b2 (even), whose
-            # columns 8 (i // 2) + 2 fq + i % 2 are wcol + 4 base + 8 (t // 2) + t % 2
-            body.append(f"at = wcol + 4 * ({n // 2} * b0 + {n // 4} * b1 + {n // 8} * b2)")
-            body += [f"sts(scratch, at + {8 * (t // 2) + t % 2}, {v})" for t, v in enumerate(names)]
-            body.append("return 0")
-            out.append("@cuda.jit(device=True, forceinline=True)\n"
-                       f"def epi_col{k}(fg, scratch, wcol, {', '.join(f'v{i}' for i in range(n))}):    # {red.name}\n" +
-                       "\n".join("    " + x for x in body) + "\n")
-        return "\n\n".join(out)

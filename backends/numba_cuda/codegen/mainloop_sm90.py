@@ -103,10 +103,10 @@ def sm90_source(program, ab_dtype, b_kmajor, a_batched, b_batched, deterministic
     body += ["    " + s for s in _producer((a_kmajor, b_kmajor), a_batched, b_batched, stages, bn,
                                          _aux_ring_loads(program, lay))]
     body.append("else:")
+    from . import consumer_overlap
     if overlap:
-        from .consumer_overlap import consumer_overlap
         assert frag and not pingpong and bn == BN_DEFAULT and not lay.aux, "overlap: see consumer_overlap.py"
-        tail = consumer_overlap(program, (a_kmajor, b_kmajor), deterministic, lay)
+        tail = consumer_overlap.consumer_overlap(program, (a_kmajor, b_kmajor), deterministic, lay)
     else:
         consumer = _consumer_pingpong if pingpong else _consumer
         epilogue = (epilogue_fragment.fragment_lines if frag else epilogue_lines)
@@ -116,7 +116,8 @@ def sm90_source(program, ab_dtype, b_kmajor, a_batched, b_batched, deterministic
         tail = tail[:2] + epilogue_fragment.consumer_prologue(program) + tail[2:] + \
             epilogue_fragment.consumer_epilogue()
     body += ["    " + s for s in tail]
-    head = epilogue_fragment.device_functions(program, lay, fast) + "\n\n" if frag else ""
+    preload = overlap and consumer_overlap.preloaded(lay)
+    head = epilogue_fragment.device_functions(program, lay, fast, preload) + "\n\n" if frag else ""
     src = head + f"def evt_kernel({arg_list(sm90_params(program, frag, lay.aux_ring if frag else False))}):\n" + "\n".join("    " + s if s else "" for s in body)
     return src + "\n"
 

@@ -145,28 +145,54 @@ def _sts_pair(cvt):
 sts_pair_f16, sts_pair_bf16 = _sts_pair("cvt.rn.f16x2.f32"), _sts_pair("cvt.rn.bf16x2.f32")
 
 
+def _widen_pair(context, builder, sig, bits, bf16):
+    """A packed 16-bit pair (lower half first) as a tuple of two fp32 values: bf16 by shifts,
+    fp16 by fpext (cvt.f32.f16)."""
+    hi_bits = builder.lshr(bits, ir.Constant(_I32, 16))
+    if bf16:
+        vals = [builder.bitcast(builder.shl(bits, ir.Constant(_I32, 16)), _F32),
+                builder.bitcast(builder.shl(hi_bits, ir.Constant(_I32, 16)), _F32)]
+    else:
+        half, i16 = ir.HalfType(), ir.IntType(16)
+        vals = [builder.fpext(builder.bitcast(builder.trunc(v, i16), half), _F32) for v in (bits, hi_bits)]
+    return context.make_tuple(builder, sig.return_type, vals)
+
+
 def _lds_pair(bf16):
     @intrinsic
     def lds_pair(typingctx, addr):
         """The packed 16-bit pair at 4-byte aligned shared address `addr` (the lower address's
         element first) widened to two fp32 values: one 32-bit load for a fragment pair's two
         columns of a TMA-loaded (M, N) input panel. A plain LLVM load from addrspace(3), like
-        sts_pair's store; bf16 widens by shifts, fp16 by fpext (cvt.f32.f16)."""
+        sts_pair's store."""
         def codegen(context, builder, sig, args):
             ptr = builder.inttoptr(builder.zext(_u32(builder, args[0]), _I64), ir.PointerType(_I32, 3))
-            bits = builder.load(ptr, align=4)
-            hi_bits = builder.lshr(bits, ir.Constant(_I32, 16))
-            if bf16:
-                vals = [builder.bitcast(builder.shl(bits, ir.Constant(_I32, 16)), _F32),
-                        builder.bitcast(builder.shl(hi_bits, ir.Constant(_I32, 16)), _F32)]
-            else:
-                half, i16 = ir.HalfType(), ir.IntType(16)
-                vals = [builder.fpext(builder.bitcast(builder.trunc(v, i16), half), _F32) for v in (bits, hi_bits)]
-            return context.make_tuple(builder, sig.return_type, vals)
+            return _widen_pair(context, builder, sig, builder.load(ptr, align=4), bf16)
         return types.UniTuple(types.float32, 2)(i64), codegen
     return lds_pair
 
 
+def _pair_of(bf16):
+    @intrinsic
+    def pair_of(typingctx, bits):
+        """lds_pair's widening alone, of a word lds_u32 read earlier (consumer_overlap reads a
+        tile's input panels whole at its epilogue's start, so their ring slots go back early)."""
+        def codegen(context, builder, sig, args):
+            return _widen_pair(context, builder, sig, args[0], bf16)
+        return types.UniTuple(types.float32, 2)(types.uint32), codegen
+    return pair_of
+
+
+@intrinsic
+def lds_u32(typingctx, addr):
+    """The 32-bit word at 4-byte aligned shared address `addr` (a plain LLVM load from addrspace(3))."""
+    def codegen(context, builder, sig, args):
+        ptr = builder.inttoptr(builder.zext(_u32(builder, args[0]), _I64), ir.PointerType(_I32, 3))
+        return builder.load(ptr, align=4)
+    return types.uint32(i64), codegen
+
+
+pair_of_f16, pair_of_bf16 = _pair_of(False), _pair_of(True)
 lds_pair_f16, lds_pair_bf16 = _lds_pair(False), _lds_pair(True)
 
 
