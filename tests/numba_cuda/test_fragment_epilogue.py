@@ -245,10 +245,8 @@ def test_column_reduce_scatter_parks_every_column_s_sum_over_the_quads(bn):
     p = evt_core.trace(lambda accum: {"D": accum, "S": evt_core.ops.sum(accum, over="M")},
                        {"accum": np.empty((64, 64), np.float32), "D": np.empty((64, 64), np.float16),
                         "S": np.empty(64, np.float32)}).program
-    lay = SimpleNamespace(bn=bn)
-    writer = ef._Writer.__new__(ef._Writer)
-    writer.p, writer.lay, writer.kinds = p, lay, ["col"]
-    src = writer.column_functions()
+    from evt_backends.numba_cuda.codegen.warp_combine import column_functions
+    src = column_functions(p, SimpleNamespace(bn=bn))
     lanes = np.arange(32)
     fg, fq = lanes // 4, lanes % 4
     rng = np.random.default_rng(0)
