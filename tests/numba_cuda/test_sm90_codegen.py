@@ -16,7 +16,7 @@ KERNELS = ("bare", "bias_gelu", "reductions_aux_two_outputs", "means_batched", "
            "frag_stats_det", "mmajor_a_bias_gelu", "frag_pingpong_mmajor_a", "frag_bce_uturn", "frag_ffn_gelu_fast",
            "wide_bare", "wide_mmajor_a_bare", "wide_bias_gelu", "frag_ring_layernorm_stats",
            "frag_ring_two_inputs_batched", "wide_ring_layernorm_stats", "wide_ffn_relu_two_outputs",
-           "wide_bias_col_sums", "overlap_gelu_backward", "overlap_layernorm_stats")
+           "wide_bias_col_sums", "overlap_gelu_backward", "overlap_layernorm_stats", "overlap_ffn_gelu")
 
 
 # Known spills, kept from growing (none now: the ping-pong fragment epilogue's column vector,
@@ -122,7 +122,8 @@ def _work_under_wgmma(listing):
     return out
 
 
-@pytest.mark.parametrize("name,pieces", [("overlap_gelu_backward", 8), ("overlap_layernorm_stats", 8)])
+@pytest.mark.parametrize("name,pieces", [("overlap_gelu_backward", 8), ("overlap_layernorm_stats", 8),
+                                         ("overlap_ffn_gelu", 8)])
 def test_overlapped_epilogue_runs_under_the_next_tiles_wgmma(sass, name, pieces):
     """consumer_overlap: the first tile's k-loop, one wgmma group per epilogue piece (8: their
     one ring input is read up front and its slot released, so the ring does not bound them),
@@ -136,7 +137,7 @@ def test_overlapped_epilogue_runs_under_the_next_tiles_wgmma(sass, name, pieces)
     from evt_backends.numba_cuda.runtime.build import sass_listing
     from sm90_kernels import programs
     built, ops = sass[name]
-    lay = FragLayout(programs()[name][0], 128, False, False, aux_ring=True)
+    lay = FragLayout(programs()[name][0], 128, False, False, aux_ring=programs()[name][12])
     assert n_pieces(lay) == pieces, (lay.stages, lay.aux_stages)
     assert ops["HGMMA"] == sm90.K16_STEPS * (pieces + 2), ops
     work = _work_under_wgmma(sass_listing(built.image))

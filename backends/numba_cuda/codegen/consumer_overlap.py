@@ -87,7 +87,11 @@ def consumer_overlap(program, layouts, deterministic, lay):
     out += ["    if more:",
             "        while kb < ktiles:"]
     out += ["            " + x for x in k_issue(layouts, nxt, bn) + k_retire(nxt, stages) + ["kb = kb + 1"]]
-    out += ["        " + x for x in k_drain(nxt, stages) + _aux_ring_wait(lay)]
+    # the drain on every path (a no-op where nothing was issued): ptxas cannot tell that `more`
+    # is uniform, and a wait it inserts itself in a branch serialises every wgmma (C7518)
+    out += ["    " + x for x in k_drain(nxt, stages)]
+    wait = _aux_ring_wait(lay)
+    out += (["    if more:"] + ["        " + x for x in wait]) if wait else []
     out += ["    acc = accn"]
     out += [f"    bv{k}{sfx} = bvn{k}{sfx}" for k in vecs for sfx, _ in epilogue_fragment._thread_columns(lay)]
     out += ["    tile = ntile"]
