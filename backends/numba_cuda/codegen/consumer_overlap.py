@@ -41,10 +41,28 @@ def pieces(lay):
     return PIECES
 
 
+def device_functions(layouts, lay):
+    """kb_issue and kb_retire, one k-block's wgmma group and its retirement as module-level
+    device functions: the kernel issues k-blocks at 2 + pieces() sites, and numba types a
+    function's body once where it would type each inlined copy (about 0.25 s a copy on a
+    2-core CPU); LLVM inlines them (forceinline), so the code is the same."""
+    acc = [("acc", f"wg * {sm90.A_HALF_BYTES}")]
+    issue = k_issue(layouts, acc, lay.bn) + ["return acc"]
+    retire = k_retire(acc, lay.stages) + ["return acc, s, ph, prev"]
+    return "\n\n".join(
+        "@cuda.jit(device=True, forceinline=True)\n" + f"def {name}({params}):\n" + "\n".join("    " + x for x in body) + "\n"
+        for name, params, body in (("kb_issue", "acc, sbase, bars, s, ph, werr, wg, kb", issue),
+                                   ("kb_retire", "acc, bars, s, ph, prev, tid", retire)))
+
+
+_ISSUE = "{0} = kb_issue({0}, sbase, bars, s, ph, werr, wg, kb)"
+_RETIRE = "{0}, s, ph, prev = kb_retire({0}, bars, s, ph, prev, tid)"
+
+
 def consumer_overlap(program, layouts, deterministic, lay):
     """The consumer warpgroups' lines (after setmaxnreg, inside `else:` of the warp split)."""
     stages, bn = lay.stages, lay.bn
-    cur, nxt = [("acc", f"wg * {sm90.A_HALF_BYTES}")], [("accn", f"wg * {sm90.A_HALF_BYTES}")]
+    cur, nxt = [("acc", "")], [("accn", "")]
     n = pieces(lay)
     early = preloaded(lay)
     release = _aux_ring_release(lay)
@@ -62,8 +80,9 @@ def consumer_overlap(program, layouts, deterministic, lay):
     out += tile_coords("", bn)
     out += epilogue_fragment.vector_loads(program, lay, guard="tile < tiles")
     out += ["if tile < tiles:    # the CTA's first tile: its mainloop alone",
-            "    for kb in range(ktiles):"]
-    out += ["        " + x for x in k_issue(layouts, cur, bn) + k_retire(cur, stages)]
+            "    for kb in range(ktiles):",
+            "        " + _ISSUE.format("acc"),
+            "        " + _RETIRE.format("acc")]
     out += ["    " + x for x in k_drain(cur, stages) + _aux_ring_wait(lay)]
     out += ["while tile < tiles:",
             "    ntile = tile + cuda.gridDim.x",
@@ -75,10 +94,9 @@ def consumer_overlap(program, layouts, deterministic, lay):
     for c, piece in enumerate(chunks):
         out += [f"    go = more & (kb < ktiles)    # piece {c}: k-block kb of the next tile runs beside it",
                 "    if go:"]
-        out += ["        " + x for x in k_issue(layouts, nxt, bn)]
+        out += ["        " + _ISSUE.format("accn")]
         out += ["    " + x for x in piece]
-        out += ["    if go:"]
-        out += ["        " + x for x in k_retire(nxt, stages) + ["kb = kb + 1"]]
+        out += ["    if go:", "        " + _RETIRE.format("accn"), "        kb = kb + 1"]
         if c == 0 and vecs:
             # the tile's column vectors went to shared memory in piece 0: load the next tile's
             out += ["    " + x for x in tile_coords("", bn, "ntile", "_n")]
@@ -86,7 +104,7 @@ def consumer_overlap(program, layouts, deterministic, lay):
     out += [] if early else ["    " + x for x in release]
     out += ["    if more:",
             "        while kb < ktiles:"]
-    out += ["            " + x for x in k_issue(layouts, nxt, bn) + k_retire(nxt, stages) + ["kb = kb + 1"]]
+    out += ["            " + _ISSUE.format("accn"), "            " + _RETIRE.format("accn"), "            kb = kb + 1"]
     # the drain on every path (a no-op where nothing was issued): ptxas cannot tell that `more`
     # is uniform, and a wait it inserts itself in a branch serialises every wgmma (C7518)
     out += ["    " + x for x in k_drain(nxt, stages)]

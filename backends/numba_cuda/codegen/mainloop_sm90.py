@@ -118,6 +118,8 @@ def sm90_source(program, ab_dtype, b_kmajor, a_batched, b_batched, deterministic
     body += ["    " + s for s in tail]
     preload = overlap and consumer_overlap.preloaded(lay)
     head = epilogue_fragment.device_functions(program, lay, fast, preload) + "\n\n" if frag else ""
+    if overlap:
+        head += consumer_overlap.device_functions((a_kmajor, b_kmajor), lay) + "\n\n"
     src = head + f"def evt_kernel({arg_list(sm90_params(program, frag, lay.aux_ring if frag else False))}):\n" + "\n".join("    " + s if s else "" for s in body)
     return src + "\n"
 
