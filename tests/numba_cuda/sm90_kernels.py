@@ -169,6 +169,10 @@ def programs():
                                   False, 128, True, True),
         "overlap_layernorm_stats": (ln_stats, "float16", False, False, False, False, False, False, True, True,
                                     False, 128, True, True),
+        # BERT's LayerNorm backward: two batched (M, N) inputs read whole by the first piece
+        # (64 words a thread beside both accumulator sets), column sums
+        "overlap_two_inputs_batched": (ln_back, "float16", True, True, True, False, False, False, True, True,
+                                       False, 128, True, True),
         # BERT's FFN forward (no (M, N) input: the drain after the next tile's k-blocks runs on
         # every path, else ptxas inserted a wait of its own in a branch and serialised the wgmmas)
         "overlap_ffn_gelu": (_trace(_ffn_forward, {"bias": np.empty((64,), np.float16)}, np.float16, ("z", "D")),

@@ -16,7 +16,8 @@ KERNELS = ("bare", "bias_gelu", "reductions_aux_two_outputs", "means_batched", "
            "frag_stats_det", "mmajor_a_bias_gelu", "frag_pingpong_mmajor_a", "frag_bce_uturn", "frag_ffn_gelu_fast",
            "wide_bare", "wide_mmajor_a_bare", "wide_bias_gelu", "frag_ring_layernorm_stats",
            "frag_ring_two_inputs_batched", "wide_ring_layernorm_stats", "wide_ffn_relu_two_outputs",
-           "wide_bias_col_sums", "overlap_gelu_backward", "overlap_layernorm_stats", "overlap_ffn_gelu")
+           "wide_bias_col_sums", "overlap_gelu_backward", "overlap_layernorm_stats", "overlap_ffn_gelu",
+           "overlap_two_inputs_batched")
 
 
 # Known spills, kept from growing (none now: the ping-pong fragment epilogue's column vector,
@@ -123,11 +124,11 @@ def _work_under_wgmma(listing):
 
 
 @pytest.mark.parametrize("name,pieces", [("overlap_gelu_backward", 8), ("overlap_layernorm_stats", 8),
-                                         ("overlap_ffn_gelu", 8)])
+                                         ("overlap_ffn_gelu", 8), ("overlap_two_inputs_batched", 8)])
 def test_overlapped_epilogue_runs_under_the_next_tiles_wgmma(sass, name, pieces):
     """consumer_overlap: the first tile's k-loop, one wgmma group per epilogue piece (8: their
-    one ring input is read up front and its slot released, so the ring does not bound them),
-    then the next tile's remaining k-loop, without spills beside the 32 preloaded input words
+    ring inputs are read up front and their slots released, so the ring does not bound them),
+    then the next tile's remaining k-loop, without spills beside the 32-64 preloaded input words
     and the second accumulator set (test_sass_is_warp_specialised_wgmma_with_tma). ptxas keeps each piece's
     arithmetic between its wgmma group's issue and its wait (a wait hoisted above the piece
     would serialise them again); the cooperative kernel of the same kind waits right after

@@ -18,15 +18,16 @@ Invariant (no deadlock with (M, N) inputs through the ring): t's aux stages sit 
 before t''s k-blocks, and until they are released the producer can fill only the first S - a of
 those k-blocks (S ring slots, a aux stages); piece c waits on k-block c. So either the first
 piece reads every input word the thread needs into registers and releases the aux stages
-before its first column group (one 16-bit input: 32 registers a thread, preloaded()), or they
-are released after the last piece and E <= S - a (pieces()).
+before its first column group (up to two 16-bit inputs: 32 registers a thread each, built
+without spills; preloaded()), or they are released after the last piece and E <= S - a
+(pieces()).
 """
 from ...gpu import sm90
 from . import epilogue_fragment
 from .mainloop_sm90 import _aux_ring_release, _aux_ring_wait, k_drain, k_issue, k_retire, tile_coords
 
 PIECES = 8      # epilogue pieces a tile (2 of its 16 column groups each) where the ring allows
-PRELOAD_WORDS = 32      # ring input words a thread may hold from its epilogue's start (one input)
+PRELOAD_WORDS = 64      # ring input words a thread may hold from its epilogue's start (two inputs: no spill)
 
 
 def preloaded(lay):
