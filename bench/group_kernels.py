@@ -10,7 +10,8 @@ operands, cuBLAS without any epilogue: the floor a fused kernel approaches. Wher
 spends its time inside evt kernels, this says which groups lose to cuBLAS and by how much.
 `--sweep` (cupy) also times every candidate tile configuration of each group, forced, next to the
 autotuner's choice: where a group loses, whether a tile choice or the kernel itself is to blame
-(with numba_cuda among --kernels, numba's schedules and its 128 x 256 tile forced beside them;
+(with numba_cuda among --kernels, numba's schedules, the overlapped one included, and its
+128 x 256 tile forced beside them;
 `--no-cupy-tiles` times those beside the autotuned cupy kernel only).
 `--smoke` runs the tiny CPU shapes through the NumPy kernels (checks the tool, times nothing
 worth reading)."""
@@ -201,7 +202,8 @@ def sweep(calls, rounds, groups, numba_calls=None, cupy_tiles=True):
     """Per group: cuBLAS, the autotuner's kernel and every tile of the family forced (`tile`:
     a tile whose ring leaves no room for the epilogue's buffers gives up tile vectors, then aux
     TMA loads, then extra TMA stores, and its label says so), µs, interleaved; with numba_calls,
-    numba's kernel in each schedule too, and cooperative with 128 x 256 tiles forced."""
+    numba's kernel in each schedule too ("overlap" included), and cooperative with 128 x 256
+    tiles forced."""
     import torch
     from triton.testing import do_bench
 
@@ -239,12 +241,12 @@ def sweep(calls, rounds, groups, numba_calls=None, cupy_tiles=True):
             nt, ns = evt_ops._call_args(ne.tree.program, list(nins), list(nsc))
             na = nA if evt_ops._tma_reads_m_major(nA, ne.options) else evt_ops.k_contiguous(nA)
             for sched, width in (("auto", "auto"), ("pingpong", "auto"), ("cooperative", "auto"),
-                                 ("cooperative", 256)):
+                                 ("cooperative", 256), ("overlap", "auto")):
                 k = evt_core.compile(ne.tree, backend="numba_cuda",
                                      **{**ne.options, "sm90_schedule": sched, "sm90_tile_n": width})
                 k(na, nB, **nt, **ns)
                 label = f"numba {sched}" + ("" if width == "auto" else f" {width}-wide")
-                if width != "auto" and "not taken" in k.stages.get("sm90", ""):
+                if (width != "auto" or sched == "overlap") and "not taken" in k.stages.get("sm90", ""):
                     label += " (not taken)"
                 fns[label] = lambda k=k: k(na, nB, **nt, **ns)
         times = {name: [] for name in fns}
