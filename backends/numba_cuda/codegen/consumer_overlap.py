@@ -112,7 +112,7 @@ def consumer_overlap(program, layouts, deterministic, lay):
     wait = _aux_ring_wait(lay)
     out += (["    if more:"] + ["        " + x for x in wait]) if wait else []
     out += ["    acc = accn"]
-    out += [f"    bv{k}{sfx} = bvn{k}{sfx}" for k in vecs for sfx, _ in epilogue_fragment._thread_columns(lay)]
+    out += [f"    bv{k}{sfx} = bvn{k}{sfx}" for k in vecs for sfx, _ in epilogue_fragment.thread_columns(lay)]
     out += ["    tile = ntile"]
     return out
 

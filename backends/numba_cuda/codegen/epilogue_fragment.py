@@ -57,7 +57,7 @@ def refusal(program):
     return None
 
 
-def _thread_columns(lay):
+def thread_columns(lay):
     """(register name suffix, tile column) of the columns thread tid of a warpgroup handles in
     per-column work (a column vector's load, a column reduction's last combine): column tid,
     and tid + 128 of a 256-wide tile."""
@@ -74,7 +74,7 @@ def vector_loads(program, lay, l="l", n0="n0", into="bv", guard=""):
     out = []
     for k in lay.vecs:
         t = program.inputs[k]
-        for sfx, col in _thread_columns(lay):
+        for sfx, col in thread_columns(lay):
             ok = f"({guard}) & ({n0} + {col} < N)" if guard else f"{n0} + {col} < N"
             out.append(f"{into}{k}{sfx} = {_LOADERS[t.dtype]}(in{k}_p, {l} * in{k}_sl + ({n0} + {col}) * in{k}_sn) "
                        f"if {ok} else ZERO    # {t.name}: this thread's column of the tile")
@@ -242,7 +242,7 @@ class _Writer:
         # after every thread of the warpgroup passed the previous tile's "every pair is staged"
         # barrier (its last read of the slice), published by the barrier below.
         vec = [f"sts(sbase + {off} + wg * {lay.vec_bytes}, {col}, bv{k}{sfx})    # {self.p.inputs[k].name}"
-               for k, off in lay.vecs.items() for sfx, col in _thread_columns(lay)]
+               for k, off in lay.vecs.items() for sfx, col in thread_columns(lay)]
         if pp:
             out += ["if it > 0:", "    named_bar_sync(5 + wg, 256)   # the other warpgroup's stores have read the staging"]
             if vec:
@@ -442,7 +442,7 @@ class _Writer:
                 parts = ", ".join(f"p{k}_{j}{e}" for j, e in self.cols)
                 out.append(f"epi_col{k}(fg, scratch, wcol, {parts})")
                 out.append(bar)
-                for _, col in _thread_columns(self.lay):     # thread tid finishes column tid (+ 128)
+                for _, col in thread_columns(self.lay):     # thread tid finishes column tid (+ 128)
                     total = f"lds(scratch, {col})"
                     for wi in range(1, 4):
                         total = comb(red, total, f"lds(scratch, {wi * self.lay.bn} + {col})")

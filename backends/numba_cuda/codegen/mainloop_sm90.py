@@ -18,8 +18,6 @@ call allows it, else (epilogue_sm90.py) stages each consumer's fragment through 
 into the thread layout EpilogueWriter expects, so every op, reduction and deterministic mode of
 the mma.sync kernel works unchanged.
 """
-import re
-
 from ...gpu import sm90
 from . import epilogue_fragment
 from .frag_layout import FragLayout
@@ -103,7 +101,7 @@ def sm90_source(program, ab_dtype, b_kmajor, a_batched, b_batched, deterministic
     body += ["    " + s for s in _producer((a_kmajor, b_kmajor), a_batched, b_batched, stages, bn,
                                          _aux_ring_loads(program, lay))]
     body.append("else:")
-    from . import consumer_overlap
+    from . import consumer_overlap     # (here: it imports this module's k-block pieces)
     if overlap:
         assert frag and not pingpong and bn == BN_DEFAULT and not lay.aux, "overlap: see consumer_overlap.py"
         tail = consumer_overlap.consumer_overlap(program, (a_kmajor, b_kmajor), deterministic, lay)
@@ -127,21 +125,18 @@ def sm90_source(program, ab_dtype, b_kmajor, a_batched, b_batched, deterministic
 def tile_coords(ind, bn, tile="tile", sfx=""):
     """(l, mt, nt, m0, n0) of tile `tile` in grouped order (backends/gpu/sm90.tile_coords), in
     u32 math; every name it sets ends in sfx."""
-    g = sm90.GROUP_M
-    lines = [f"per_batch = tiles_m * tiles_n",
-             f"l = udiv32({tile}, per_batch)",
-             f"r = {tile} - l * per_batch",
-             f"group = udiv32(r, {g} * tiles_n)",
-             f"first_m = group * {g}",
-             f"rows = min(tiles_m - first_m, {g})",
-             f"rr = r - group * {g} * tiles_n",
-             f"mt = first_m + urem32(rr, rows)",
-             f"nt = udiv32(rr, rows)",
-             f"m0 = mt * {sm90.BM}",
-             f"n0 = nt * {bn}"]
-    if sfx:
-        names = r"\b(per_batch|l|r|group|first_m|rows|rr|mt|nt|m0|n0)\b"
-        lines = [re.sub(names, lambda m: m.group(1) + sfx, x) for x in lines]
+    g, x = sm90.GROUP_M, sfx
+    lines = [f"per_batch{x} = tiles_m * tiles_n",
+             f"l{x} = udiv32({tile}, per_batch{x})",
+             f"r{x} = {tile} - l{x} * per_batch{x}",
+             f"group{x} = udiv32(r{x}, {g} * tiles_n)",
+             f"first_m{x} = group{x} * {g}",
+             f"rows{x} = min(tiles_m - first_m{x}, {g})",
+             f"rr{x} = r{x} - group{x} * {g} * tiles_n",
+             f"mt{x} = first_m{x} + urem32(rr{x}, rows{x})",
+             f"nt{x} = udiv32(rr{x}, rows{x})",
+             f"m0{x} = mt{x} * {sm90.BM}",
+             f"n0{x} = nt{x} * {bn}"]
     return [ind + x for x in lines]
 
 
