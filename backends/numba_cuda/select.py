@@ -28,7 +28,7 @@ from evt_core.dtypes import DTYPES
 from evt_core.errors import KernelCompileError
 from evt_core.tree.ops import Op
 
-from ..gpu import sm90
+from ..gpu import overlap, sm90
 from ..gpu.reductions import ROW, reduction_kind
 from .codegen import epilogue_fragment
 from .codegen.frag_layout import FragLayout
@@ -380,8 +380,9 @@ def overlap_refusal(frag, aux_async, bn):
     next tile."""
     if not frag:
         return "the staged epilogue"
-    if bn != BN_DEFAULT:
-        return f"a {sm90.BM} x {bn} tile (two sets of {bn // 2} accumulators a thread)"
+    wide = overlap.width_refusal(bn)
+    if wide:
+        return wide
     if aux_async:
         return "(M, N) inputs copied by cp.async (one buffer, the next tile's copies would overwrite it)"
     return None

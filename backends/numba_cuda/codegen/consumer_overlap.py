@@ -20,26 +20,25 @@ those k-blocks (S ring slots, a aux stages); piece c waits on k-block c. So eith
 piece reads every input word the thread needs into registers and releases the aux stages
 before its first column group (up to two 16-bit inputs: 32 registers a thread each, built
 without spills; preloaded()), or they are released after the last piece and E <= S - a
-(pieces()).
+(pieces()). The arithmetic is backends/gpu/overlap.py's, which the cupy backend's overlapped
+kernel shares.
 """
-from ...gpu import sm90
+from ...gpu import overlap, sm90
+from ...gpu.overlap import PIECES, PRELOAD_WORDS  # noqa: F401 - the shared numbers, named here for the tests
 from . import epilogue_fragment
 from .mainloop_sm90 import _aux_ring_release, _aux_ring_wait, k_drain, k_issue, k_retire, tile_coords
 
-PIECES = 8      # epilogue pieces a tile (2 of its 16 column groups each) where the ring allows
-PRELOAD_WORDS = 64      # ring input words a thread may hold from its epilogue's start (two inputs: no spill)
-
 
 def preloaded(lay):
-    """Whether a tile's ring inputs are read whole by the first piece (and their slots released)."""
-    return lay.aux_ring and epilogue_fragment.preload_words(lay) <= PRELOAD_WORDS
+    """Whether a tile's ring inputs are read whole by the first piece (and their slots released):
+    backends/gpu/overlap.preloaded of this layout."""
+    return overlap.preloaded(len(lay.ring_inputs), lay.bn)
 
 
 def pieces(lay):
-    """How many k-blocks of the next tile a tile's epilogue is spread over (the invariant above)."""
-    if lay.aux_ring and not preloaded(lay):
-        return max(1, min(PIECES, lay.stages - lay.aux_stages))
-    return PIECES
+    """How many k-blocks of the next tile a tile's epilogue is spread over (the invariant above):
+    backends/gpu/overlap.pieces of this layout."""
+    return overlap.pieces(len(lay.ring_inputs), lay.bn, lay.stages, lay.aux_stages)
 
 
 def device_functions(layouts, lay):

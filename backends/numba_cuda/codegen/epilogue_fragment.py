@@ -24,7 +24,7 @@ input (XML-CNN's targets) is read a column pair per 64-bit load, conflict-free t
 """
 from evt_core.tree.ops import Op
 
-from ...gpu import sm90
+from ...gpu import overlap, sm90
 from ...gpu.reductions import reduction_kind
 from .epilogue import _LOADERS, combine, global_combine, identity, tree_lines
 from .epilogue_sm90 import SMEM_LOADERS as _STAGED_LOADERS, tile_inputs
@@ -171,8 +171,8 @@ def fragment_chunks(program, lay, frags, deterministic, n, release=None):
 
 def preload_words(lay):
     """Registers a consumer thread holds from its epilogue's start when the ring inputs are read
-    up front: one packed pair per input, column group and row."""
-    return len(lay.ring_inputs) * (lay.bn // 8) * 2
+    up front: one packed pair per input, column group and row (backends/gpu/overlap.py)."""
+    return overlap.preload_words(len(lay.ring_inputs), lay.bn)
 
 
 class _Writer:
@@ -219,7 +219,7 @@ class _Writer:
             out[0] += self._preloads() + ["named_bar_sync(1 + wg, 128)   # the warpgroup's ring words are read"]
             out[0] += list(release)
         for j in range(groups):
-            out[j * n // groups] += self._group(j)
+            out[overlap.piece_of_group(j, groups, n)] += self._group(j)
         # row combines (registers, shuffles, one global combine per row) after the stores are
         # issued, so the TMA stores do not wait behind the shuffle chains; column and whole-tile
         # combines meet in the scratch behind barriers, ahead of them as before
