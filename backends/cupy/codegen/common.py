@@ -21,16 +21,16 @@ __device__ __forceinline__ void evt_tile_coords(const EpiArgs& a, int t, int gro
 """
 
 
-def module_source(program, spec, header, kernel):
+def module_source(program, spec, header, kernel, aux_words=False):
     """One translation unit: helpers, EpiArgs, the epilogue, reduction puts, the main kernel and
-    the reduction init/finish kernels."""
+    the reduction init/finish kernels. aux_words: epilogue_function's."""
     layout = arg_layout(program, spec.dtype)
     return "\n".join([
         header,
         prelude(hopper=spec.mainloop == "sm90"),
         layout.c_struct(),
         put_functions(program, spec.deterministic),
-        epilogue_function(program, spec),
+        epilogue_function(program, spec, aux_words),
         tile_coords(),
         kernel,
         finish_kernels(program, spec.deterministic, spec.direct_reds),

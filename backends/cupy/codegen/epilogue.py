@@ -65,10 +65,12 @@ def _offset(prefix, spans, skip_n=True):
 
 
 class EpilogueWriter:
-    """Writes the body of evt_epilogue for one Program and Spec."""
+    """Writes the body of evt_epilogue for one Program and Spec. aux_words: the aux_tma inputs
+    come in as the pair's 32-bit words (aux_w<x>, read earlier by the caller), not as an address
+    into their shared-memory panels."""
 
-    def __init__(self, program, spec):
-        self.p, self.spec = program, spec
+    def __init__(self, program, spec, aux_words=False):
+        self.p, self.spec, self.aux_words = program, spec, aux_words
         self.lines = []
 
     def emit(self, text):
@@ -102,7 +104,8 @@ class EpilogueWriter:
             # past the edges were zero-filled, and nothing outside the problem is stored.
             x = self.spec.aux_tma.index(k)
             self.emit(f"float v{i}_0, v{i}_1;")
-            self.emit(f"evt_unpack2_{dt}(evt_lds_u32(aux_s + {x} * aux_stride), v{i}_0, v{i}_1);")
+            word = f"aux_w{x}" if self.aux_words else f"evt_lds_u32(aux_s + {x} * aux_stride)"
+            self.emit(f"evt_unpack2_{dt}({word}, v{i}_0, v{i}_1);")
             return
         tv = tile_vectors(self.p, self.spec)
         if k in tv:
@@ -206,12 +209,15 @@ def _describe(p, ins):
     return f"{ins.op.value}({args}){tail}".replace("*/", "* /")
 
 
-def epilogue_function(program, spec):
-    """The device function computing the whole Program for one column pair."""
+def epilogue_function(program, spec, aux_words=False):
+    """The device function computing the whole Program for one column pair (aux_words:
+    EpilogueWriter's)."""
     nred = max(1, len(program.reductions))
     ntma = max(1, len(tma_outputs(spec)))
-    body = EpilogueWriter(program, spec).write()
+    body = EpilogueWriter(program, spec, aux_words).write()
     aux = ", u32 aux_s, u32 aux_stride" if spec.aux_tma else ""
+    if spec.aux_tma and aux_words:
+        aux = "".join(f", u32 aux_w{x}" for x in range(len(spec.aux_tma)))
     if tile_vectors(program, spec):
         aux += ", u32 vs, int tn, int tm"
     return (

@@ -40,12 +40,17 @@ def _aux_stride(spec, cfg):
     return 8192 if spec.aux_ring else aux_geometry(spec, cfg)[4]
 
 
-def _fragment_map(cfg, spec, program):
+def _fragment_map(cfg, spec, program, aux_words=None):
+    """The cooperative warpgroup's fragment. aux_words: a C expression of input x's 32-bit word
+    of the pair (x -> expr): the aux_tma inputs come to evt_epilogue as values read earlier
+    (the overlapped schedule's preloaded ring words), not as a shared-memory address."""
     nt = len(tma_outputs(spec))
     stage = " ".join(f"evt_sts_u32(stgb_s + {o * 8192} + {_PANEL_WORD.format(c='jj')}, tma_word[{o}]);"
                      for o in range(nt))
     aux = ""
-    if spec.aux_tma:
+    if spec.aux_tma and aux_words:
+        aux = "".join(f", {aux_words(x)}" for x in range(len(spec.aux_tma)))
+    elif spec.aux_tma:
         aux = f", {_aux_panel(spec, cfg, 'wg', 'auxw')} + {_PANEL_WORD.format(c='j')}, {_aux_stride(spec, cfg)}"
     if tile_vectors(program, spec):
         aux += ", vs, 8 * j + 2 * q, 16 * w + gq + 8 * s"
@@ -167,12 +172,13 @@ def _map_params(spec):
             + splitk.kernel_params(spec))
 
 
-def _kernel_head(spec, cfg, off, empty_arrivals):
+def _kernel_head(spec, cfg, off, empty_arrivals, helpers=""):
     """The wgmma helper, the kernel signature and the shared-memory/mbarrier set-up both sm90
     schedules share; `empty_arrivals` consumer arrivals release a ring slot (2 cooperative
-    warpgroups share each k-block, 1 in ping-pong, where each owns whole tiles)."""
+    warpgroups share each k-block, 1 in ping-pong, where each owns whole tiles). helpers:
+    further device functions, between the wgmma helper and the kernel."""
     S = cfg.stages
-    return f"""{_wgmma(spec, cfg)}
+    return f"""{_wgmma(spec, cfg)}{helpers}
 extern "C" __global__ void __launch_bounds__(384, 1) evt_main(const __grid_constant__ EpiArgs a,
     const __grid_constant__ TmaDesc tmA, const __grid_constant__ TmaDesc tmB, const __grid_constant__ TmaDesc tmD{_map_params(spec)}) {{
   extern __shared__ unsigned char smem_raw[];{splitk.shared_decl(spec)}
@@ -243,32 +249,63 @@ def _column_loop(program, spec, fm, red_layout, staged, nt, BN, row0, buf, panel
     if not staged:
         return f"""  #pragma unroll
   for (int j = 0; j < {BN // 8}; ++j) {{
-    const int n = n0 + 8 * j + 2 * q;
-{column_group_body(program, fm, red_layout)}
+{group_body(program, fm, red_layout, staged)}
   }}"""
-    store_fn = "\n      ".join(_store(program, spec, o, "n0 + 64 * c", row0,
-                                     f"stg_s + (({buf} & 1) * {nt} + {o}) * 8192") for o in range(nt))
     counter = f"\n    const int {buf} = {panel_index};" if panel_index else ""
     return f"""  #pragma unroll
   for (int c = 0; c < {BN // 64}; ++c) {{        // 64 x 64 panels, staging double-buffered{counter}
-    if (tid == 0) evt_bulk_wait_read1();     // the store that last read this buffer is done
-    evt_named_bar(1 + wg, 128);
-    const u32 stgb_s = stg_s + ({buf} & 1) * {nt * 8192};
-{col_run_begin(program, 8)}
+{panel_open(program, nt, buf)}
     #pragma unroll
     for (int jj = 0; jj < 8; ++jj) {{
       const int j = c * 8 + jj;
-      const int n = n0 + 8 * j + 2 * q;
-{column_group_body(program, fm, red_layout, group="jj")}
+{group_body(program, fm, red_layout, staged)}
     }}
-{col_run_end(program, fm, red_layout, 8, "c * 8")}
+{panel_close(program, spec, fm, red_layout, nt, row0, buf)}
+  }}"""
+
+
+def panel_open(program, nt, buf):
+    """Staged outputs, before panel c's column groups: its staging buffer ({buf} & 1) is free
+    once the store issued two panels earlier has read it; the column partials start."""
+    return f"""    if (tid == 0) evt_bulk_wait_read1();     // the store that last read this buffer is done
+    evt_named_bar(1 + wg, 128);
+    const u32 stgb_s = stg_s + ({buf} & 1) * {nt * 8192};
+{col_run_begin(program, 8)}"""
+
+
+def group_body(program, fm, red_layout, staged):
+    """Column group j (defined by the caller; jj = j % 8 within a staged panel): the epilogue on
+    its pairs."""
+    if not staged:
+        return f"""    const int n = n0 + 8 * j + 2 * q;
+{column_group_body(program, fm, red_layout)}"""
+    return f"""      const int n = n0 + 8 * j + 2 * q;
+{column_group_body(program, fm, red_layout, group="jj")}"""
+
+
+def panel_close(program, spec, fm, red_layout, nt, row0, buf):
+    """Staged outputs, after panel c's column groups: the column partials reduced across the
+    warp, the panel made visible to the TMA and stored (one bulk group)."""
+    store_fn = "\n      ".join(_store(program, spec, o, "n0 + 64 * c", row0,
+                                     f"stg_s + (({buf} & 1) * {nt} + {o}) * 8192") for o in range(nt))
+    return f"""{col_run_end(program, fm, red_layout, 8, "c * 8")}
     evt_fence_async_smem();                   // st.shared -> visible to the TMA (async proxy)
     evt_named_bar(1 + wg, 128);
     if (tid == 0) {{
       {store_fn}
       evt_bulk_commit();
-    }}
-  }}"""
+    }}"""
+
+
+def consumer_head(off, stg_bytes):
+    """A cooperative consumer warpgroup's start: its registers, its thread's fragment
+    coordinates, its shared-memory slices and the ring position (s, ph) it waits on next."""
+    return f"""    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+    const int wg = wgid - 1, w = tid >> 5, lane = tid & 31, gq = lane >> 2, q = lane & 3;
+    const u32 stg_s = sbase + {off['staging']} + wg * {stg_bytes};          // this WG's output staging
+    const u32 red_s = sbase + {off['red']} + wg * {4 * off['red_floats']};   // this WG's reduction buffers
+    const u32 vs = sbase + {off['vec']} + wg * {off['vec_bytes']};          // this WG's tile vectors
+    int s = 0; u32 ph = 0;"""
 
 
 def generate(program, spec, cfg):
@@ -296,12 +333,7 @@ def generate(program, spec, cfg):
     kernel = f"""{_kernel_head(spec, cfg, off, empty_arrivals=2)}
 {_producer(program, spec, cfg, off, BM, a_load, b_loads)}
     // ---- consumer warpgroups: wgmma over the ring, then the fused epilogue ----
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
-    const int wg = wgid - 1, w = tid >> 5, lane = tid & 31, gq = lane >> 2, q = lane & 3;
-    const u32 stg_s = sbase + {off['staging']} + wg * {stg_bytes};          // this WG's output staging
-    const u32 red_s = sbase + {off['red']} + wg * {4 * off['red_floats']};   // this WG's reduction buffers
-    const u32 vs = sbase + {off['vec']} + wg * {off['vec_bytes']};          // this WG's tile vectors
-    int s = 0; u32 ph = 0;
+{consumer_head(off, stg_bytes)}
     int it = 0;                                          // index of the tile among this CTA's tiles
     {loop}
       int l, mt, nt;

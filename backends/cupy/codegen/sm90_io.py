@@ -87,22 +87,39 @@ def _aux_ring_consumer(spec, cfg):
     order. In ping-pong the other warpgroup starts its mainloop at the turn barrier, past this
     tile's aux positions, which it never waits on; so generate_pingpong puts this wait before
     the turn is handed over."""
-    stages, S = aux_stages(spec, cfg), cfg.stages
-    if not stages:
+    if not aux_stages(spec, cfg):
         return "", ""
-    wait = (f"      const int s_aux = s;                         // aux_ring: the tile's aux groups from slot s on\n"
+    return aux_ring_wait(spec, cfg), aux_ring_release(spec, cfg) + "\n" + aux_ring_step(spec, cfg)
+
+
+def aux_ring_wait(spec, cfg):
+    """aux_ring, consumer: wait for the tile's aux stages, in ring order from slot s (parity ph),
+    remembering the first slot as s_aux (the epilogue's panel addresses start there)."""
+    stages, S = aux_stages(spec, cfg), cfg.stages
+    return (f"      const int s_aux = s;                         // aux_ring: the tile's aux groups from slot s on\n"
             f"      #pragma unroll\n"
             f"      for (int i = 0; i < {stages}; ++i) {{\n"
             f"        const int sa = s_aux + i;\n"
             f"        evt_mbar_wait(bars + 8 * (sa % {S}), ph ^ (u32)(sa >= {S}));\n"
             f"      }}")
-    release = (f"      evt_named_bar(1 + wg, 128);                 // aux_ring: the warpgroup's last read is done\n"
-               f"      if (tid == 0) {{\n"
-               f"        #pragma unroll\n"
-               f"        for (int i = 0; i < {stages}; ++i) evt_mbar_arrive(bars + 8 * ({S} + (s_aux + i) % {S}));\n"
-               f"      }}\n"
-               f"      s += {stages}; if (s >= {S}) {{ s -= {S}; ph ^= 1; }}")
-    return wait, release
+
+
+def aux_ring_release(spec, cfg):
+    """aux_ring, consumer: once every thread of the warpgroup has read the tile's aux panels (the
+    barrier), thread 0 gives the aux stages from slot s_aux on back to the producer."""
+    stages, S = aux_stages(spec, cfg), cfg.stages
+    return (f"      evt_named_bar(1 + wg, 128);                 // aux_ring: the warpgroup's last read is done\n"
+            f"      if (tid == 0) {{\n"
+            f"        #pragma unroll\n"
+            f"        for (int i = 0; i < {stages}; ++i) evt_mbar_arrive(bars + 8 * ({S} + (s_aux + i) % {S}));\n"
+            f"      }}")
+
+
+def aux_ring_step(spec, cfg):
+    """aux_ring, consumer: the ring position (s, ph) steps past the tile's aux stages (at most
+    S - 1 of them, ring_holds_aux: one wrap at most)."""
+    stages, S = aux_stages(spec, cfg), cfg.stages
+    return f"      s += {stages}; if (s >= {S}) {{ s -= {S}; ph ^= 1; }}"
 
 
 def _tma_load(which, batched, dst, x, y, bar):
@@ -183,10 +200,22 @@ def _tile_vectors(program, spec, cfg, off, m0w, rows, staged):
     with staged outputs, the epilogue's first named barrier publishes the stores and the
     barrier after the previous tile's last panel made the buffer free; otherwise two named
     barriers do both."""
+    decls, loads, stage = tile_vector_parts(program, spec, cfg, off, m0w, rows, staged)
+    if not decls:
+        return "", ""
+    pre = ["      // tile vectors: issued now, consumed after the mainloop"]
+    pre += [f"{d}\n{ld}" for d, ld in zip(decls, loads)]
+    return "\n".join(pre), stage
+
+
+def tile_vector_parts(program, spec, cfg, off, m0w, rows, staged):
+    """_tile_vectors in parts: (each vector's register declaration, each vector's loads, the
+    code storing them into `vs`), so a schedule that loads a tile's vectors a tile ahead can
+    declare the registers once and load them where it likes."""
     tv = tile_vectors(program, spec)
     if not tv:
-        return "", ""
-    pre, st = ["      // tile vectors: issued now, consumed after the mainloop"], []
+        return [], [], ""
+    decls, pre, st = [], [], []
     for k, (kind, boff) in tv.items():
         op = program.inputs[k]
         ty = STORAGE[op.dtype]
@@ -199,7 +228,8 @@ def _tile_vectors(program, spec, cfg, off, m0w, rows, staged):
         else:
             idx, ok = f"const int m = {m0w} + c;", f"c < {n_el} && m < a.M"
             ptr = f"a.in{k} + ({_offset(f'in{k}', spans)})"
-        pre.append(f"      {ty} tv{k}[{per}];\n      #pragma unroll\n"
+        decls.append(f"      {ty} tv{k}[{per}];")
+        pre.append(f"      #pragma unroll\n"
                    f"      for (int i = 0; i < {per}; ++i) {{ const int c = tid + 128 * i; {idx} "
                    f"tv{k}[i] = ({ok}) ? __ldg({ptr}) : ({ty})0; }}")
         sts = "evt_sts_f32" if ty == "float" else "evt_sts_u16"
@@ -208,4 +238,4 @@ def _tile_vectors(program, spec, cfg, off, m0w, rows, staged):
                   f"if (c < {n_el}) {sts}(vs + {boff} + {item} * c, tv{k}[i]); }}")
     bar = "      evt_named_bar(1 + wg, 128);"
     stage = "\n".join(st) if staged else "\n".join([bar + "   // the previous tile's epilogue is done with vs"] + st + [bar])
-    return "\n".join(pre), stage
+    return decls, pre, stage
