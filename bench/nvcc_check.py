@@ -33,6 +33,7 @@ class BuildReport:
     spill_loads: int = -1
     warnings: list = field(default_factory=list)
     sass: dict = field(default_factory=dict)
+    listing: list = field(default_factory=list)     # the kernel's opcodes (with modifiers), in address order
 
 
 _PROPS = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
@@ -59,6 +60,7 @@ def build(source, kernel="evt_main", arch="sm_90a"):
             raise RuntimeError(f"nvcc failed:\n{r.stderr[-4000:]}")
         rep = _parse(r.stderr, kernel)
         rep.sass = sass_counts(cubin, kernel)
+        rep.listing = sass_listing(cubin, kernel)
     return rep
 
 
@@ -76,6 +78,39 @@ def _parse(log, kernel):
             rep.registers = int(m.group(1))
     rep.warnings = [ln for ln in log.splitlines() if "warning" in ln.lower() or "C75" in ln]
     return rep
+
+
+def sass_listing(cubin, kernel):
+    """The kernel's instructions in address order, each as its opcode with modifiers
+    ("HGMMA.64x128x16.F32", "WARPGROUP.DEPBAR.LE"); [] without cuobjdump."""
+    tool = find_tool("cuobjdump")
+    if tool is None:
+        return []
+    out = subprocess.run([tool, "-sass", "-fun", kernel, cubin], capture_output=True, text=True).stdout
+    return re.findall(r"(?m)^\s+/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Za-z0-9_.]*)", out)
+
+
+# what counts as epilogue work in work_under_wgmma: fp32 arithmetic, MUFU, conversions, shared memory
+_EPILOGUE_WORK = ("FFMA", "FMUL", "FADD", "MUFU", "STS", "LDS", "F2FP", "HADD2")
+
+
+def work_under_wgmma(listing):
+    """Per issued wgmma group (a run of HGMMA), the fp32, conversion and shared-memory
+    instructions before the next wgmma wait (WARPGROUP.DEPBAR): work the SM does while that
+    group runs on the tensor cores."""
+    out, i = [], 0
+    while i < len(listing):
+        if not listing[i].startswith("HGMMA"):
+            i += 1
+            continue
+        while i < len(listing) and listing[i].startswith("HGMMA"):
+            i += 1
+        work = 0
+        while i < len(listing) and not listing[i].startswith("WARPGROUP.DEPBAR"):
+            work += listing[i].split(".")[0] in _EPILOGUE_WORK
+            i += 1
+        out.append(work)
+    return out
 
 
 def sass_counts(cubin, kernel):

@@ -105,24 +105,6 @@ def test_fast_erf_gelu_is_one_ex2_per_element_without_erff(sass):
     assert 64 <= ops["MUFU"] <= 72 and ops["FSEL"] < 64, ops
 
 
-def _work_under_wgmma(listing):
-    """Per issued wgmma group (a run of HGMMA), the fp32 and shared-memory instructions before
-    the next wgmma wait (WARPGROUP.DEPBAR): work the SM does while that group runs."""
-    out, i = [], 0
-    while i < len(listing):
-        if not listing[i].startswith("HGMMA"):
-            i += 1
-            continue
-        while i < len(listing) and listing[i].startswith("HGMMA"):
-            i += 1
-        work = 0
-        while i < len(listing) and not listing[i].startswith("WARPGROUP.DEPBAR"):
-            work += listing[i].split(".")[0] in ("FFMA", "FMUL", "FADD", "MUFU", "STS", "LDS", "F2FP", "HADD2")
-            i += 1
-        out.append(work)
-    return out
-
-
 @pytest.mark.parametrize("name,pieces", [("overlap_gelu_backward", 8), ("overlap_layernorm_stats", 8),
                                          ("overlap_ffn_gelu", 8), ("overlap_two_inputs_batched", 8)])
 def test_overlapped_epilogue_runs_under_the_next_tiles_wgmma(sass, name, pieces):
@@ -135,15 +117,16 @@ def test_overlapped_epilogue_runs_under_the_next_tiles_wgmma(sass, name, pieces)
     every issue."""
     from evt_backends.numba_cuda.codegen.consumer_overlap import pieces as n_pieces
     from evt_backends.numba_cuda.codegen.frag_layout import FragLayout
+    from bench.nvcc_check import work_under_wgmma
     from evt_backends.numba_cuda.runtime.build import sass_listing
     from sm90_kernels import programs
     built, ops = sass[name]
     lay = FragLayout(programs()[name][0], 128, False, False, aux_ring=programs()[name][12])
     assert n_pieces(lay) == pieces, (lay.stages, lay.aux_stages)
     assert ops["HGMMA"] >= sm90.K16_STEPS * (pieces + 2), ops     # (LLVM may peel a k-loop's first trip)
-    work = _work_under_wgmma(sass_listing(built.image))
+    work = work_under_wgmma(sass_listing(built.image))
     assert sum(w >= 40 for w in work) == pieces, work
-    assert max(_work_under_wgmma(sass_listing(sass["frag_ring_layernorm_stats"][0].image))) < 40
+    assert max(work_under_wgmma(sass_listing(sass["frag_ring_layernorm_stats"][0].image))) < 40
 
 
 def test_second_build_comes_from_the_cache(sass):
