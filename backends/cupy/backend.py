@@ -15,7 +15,8 @@ from .codegen.plan import REDUCE_OPS, TileConfig
 from .codegen.spelling import CUDA_SPELLING
 from .runtime.arrays import Allocator, OutputMaker, side_of, to_device
 from .runtime.launcher import stream_side
-from .select import candidates, decide_spec, fast_ops, fast_path_summary, fit_stages, generate, smem_bytes
+from .select import (candidates, decide_spec, fast_ops, fast_path_summary, fit_stages, generate,
+                     overlap_or_cooperative, smem_bytes)
 
 MAINLOOPS = ("auto", "sm80", "sm90")
 _LEAVES_AND_SINKS = {Op.ACCUM, Op.LOAD, Op.SCALAR, Op.CONST, Op.STORE, *REDUCE_OPS}
@@ -72,8 +73,14 @@ class CupyBackend(Backend):
         for flag in ("a_mn_major_tma", "aux_ring"):
             if type(opts[flag]) is not bool:
                 raise UnsupportedError(f"{flag}={opts[flag]!r}: pass True or False")
+        if isinstance(opts["tile"], str):      # a label, as TileConfig.label() spells it
+            try:
+                opts["tile"] = TileConfig.from_label(opts["tile"])
+            except ValueError as e:
+                raise UnsupportedError(f"tile={opts['tile']!r}: {e}") from None
         if opts["tile"] is not None and not isinstance(opts["tile"], TileConfig):
-            raise UnsupportedError("tile= takes a backends.cupy.codegen.plan.TileConfig or None")
+            raise UnsupportedError("tile= takes a backends.cupy.codegen.plan.TileConfig, its label "
+                                   "(e.g. '128x128x64/s6/ov') or None")
         runner = CupyRunner(tree.program, opts)
         stages = {"program": tree.program.describe(), "cuda_c": runner.preview_source()}
         runner.stages = stages       # each new call layout records stages["fast_paths"]
@@ -131,9 +138,12 @@ class CupyRunner:
     def _forced_tile(self, spec, report):
         """The forced `tile` option's kernel. Where its stages leave no room for the epilogue's
         staging buffers, the broadcast-vector buffers, then aux TMA loads, then the extra TMA
-        stores give way (slower, never refused), and `report` says so."""
+        stores give way (slower, never refused), and `report` says so. An overlapped tile
+        (TileConfig(overlap=True)) that this call's kind cannot take runs cooperative
+        (select.overlap_or_cooperative says why in `report`)."""
         import dataclasses
-        tile, err = self.options["tile"], None
+        err = None
+        tile = overlap_or_cooperative(self.program, spec, self.options["tile"], report)
         steps = [({}, None), ({"tile_vecs": False}, "broadcast vectors loaded per fragment"),
                  ({"tile_vecs": False, "aux_tma": ()}, "aux inputs loaded per fragment"),
                  ({"tile_vecs": False, "aux_tma": (), "tma_extra": ()}, "extra outputs stored per fragment")]

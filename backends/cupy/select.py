@@ -7,6 +7,7 @@ from evt_core.errors import UnsupportedError
 from evt_core.tree.ops import Op
 
 from .codegen import sm80, sm90
+from .codegen.sm90_overlap import refusal as overlap_refusal
 from .codegen.plan import N_BROADCAST, N_GENERIC, N_UNIT, N_UNIT_PAIR, Spec, TileConfig
 from ..gpu.fastmath import fast_ops  # noqa: F401  (the shared rule; backend.py imports it from here)
 from ..gpu.reductions import dense_as_workspace
@@ -216,8 +217,9 @@ def tiles(spec):
 
 
 def candidates(program, spec):
-    """Tile configurations that fit shared memory, best guess first (the default)."""
-    raw = tiles(spec)
+    """Tile configurations that fit shared memory, best guess first (the default). Overlapped
+    tiles only where this kind can run the overlapped schedule (overlap_refusal)."""
+    raw = [c for c in tiles(spec) if not c.overlap or overlap_refusal(program, spec, c) is None]
     from .codegen.plan import tile_vectors
     if spec.aux_tma or spec.tma_extra or tile_vectors(program, spec):
         # the extra staging / aux / vector buffers cost pipeline stages rather than whole candidates
@@ -256,5 +258,23 @@ def fit_stages(program, spec, cfg):
 
 
 def generate(program, spec, cfg):
+    """The kernel's CUDA C++ source. An overlapped tile (cfg.overlap) this kind cannot run is an
+    UnsupportedError naming why (overlap_refusal), never another schedule's kernel in its name."""
+    if cfg.overlap:
+        why = overlap_refusal(program, spec, cfg)
+        if why:
+            raise UnsupportedError(f"tile {cfg.label()}: the overlapped schedule cannot run this kernel: {why}")
     mod = sm90 if spec.mainloop == "sm90" else sm80
     return mod.generate(program, spec, cfg)
+
+
+def overlap_or_cooperative(program, spec, cfg, report):
+    """A forced tile as the overlapped schedule can take it: cfg where it can run this kind
+    (or cfg.overlap is off), else the same tile cooperative, with the reason in `report`."""
+    import dataclasses
+    why = overlap_refusal(program, spec, cfg) if cfg.overlap else None
+    if why is None:
+        return cfg
+    cfg = dataclasses.replace(cfg, overlap=False)
+    report.append(f"tile {cfg.label()}: overlap=True not taken ({why}); cooperative schedule")
+    return cfg

@@ -4,6 +4,7 @@
 TMA access); `TileConfig` is the tile shape the autotuner picks. Together with the Program they
 determine the generated source completely.
 """
+import re
 from dataclasses import dataclass
 
 from evt_core.tree.ops import Op
@@ -66,10 +67,36 @@ class TileConfig:
     group_m: int = 8         # grouped tile order for L2 reuse
     pingpong: bool = False   # sm90 only: each consumer warpgroup owns whole bm x bn tiles and the
                              # two alternate, so one's epilogue overlaps the other's mainloop
+    overlap: bool = False    # sm90 only, 128 x 128 cooperative: two accumulator sets, a tile's
+                             # epilogue in pieces between the next tile's k-blocks
+                             # (codegen/sm90_overlap.py; refused kinds run cooperative)
 
     def label(self):
         return (f"{self.bm}x{self.bn}x{self.bk}/w{self.warps_m}x{self.warps_n}/s{self.stages}"
-                + ("/g16" if self.group_m != 8 else "") + ("/pp" if self.pingpong else ""))
+                + ("/g16" if self.group_m != 8 else "") + ("/pp" if self.pingpong else "")
+                + ("/ov" if self.overlap else ""))
+
+    @classmethod
+    def from_label(cls, text):
+        """The inverse of label(): "128x128x64/w2x4/s6/ov" -> TileConfig(128, 128, 64, stages=6,
+        overlap=True); parts after the shape may be left out (their defaults). For benchmark
+        command lines (bench.run's "cupy:tile=128x128x64/s6/ov")."""
+        shape, *parts = text.split("/")
+        m = re.fullmatch(r"(\d+)x(\d+)x(\d+)", shape)
+        if not m:
+            raise ValueError(f"tile label {text!r}: expected BMxBNxBK first, e.g. 128x128x64/s6/ov")
+        kw = {}
+        for part in parts:
+            w, s = re.fullmatch(r"w(\d+)x(\d+)", part), re.fullmatch(r"s(\d+)", part)
+            if w:
+                kw.update(warps_m=int(w[1]), warps_n=int(w[2]))
+            elif s:
+                kw["stages"] = int(s[1])
+            elif part in ("g16", "pp", "ov"):
+                kw[{"g16": "group_m", "pp": "pingpong", "ov": "overlap"}[part]] = 16 if part == "g16" else True
+            else:
+                raise ValueError(f"tile label {text!r}: unknown part {part!r} (w<m>x<n>, s<stages>, g16, pp, ov)")
+        return cls(*map(int, m.groups()), **kw)
 
 
 def row_block(spec, cfg):

@@ -312,6 +312,10 @@ def generate(program, spec, cfg):
     """CUDA C++ source of the sm90a kernel `evt_main` plus evt_init/evt_finish."""
     if cfg.pingpong:
         return generate_pingpong(program, spec, cfg)
+    if cfg.overlap:
+        # (imported here: sm90_overlap builds on this module's pieces)
+        from .sm90_overlap import generate_overlap
+        return generate_overlap(program, spec, cfg)
     staged = spec.tma_out >= 0
     nt = len(tma_outputs(spec))
     fm = _fragment_map(cfg, spec, program)
