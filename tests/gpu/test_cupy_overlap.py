@@ -14,10 +14,11 @@ from evt_core.dtypes import DTYPES
 
 from tests.cupy.overlap_kinds import KINDS, example
 from tests.gpu import cupy_gpu
-from tests.gpu.test_cupy import check
 
 pytestmark = pytest.mark.gpu
-cp = cupy_gpu.require()
+cp = cupy_gpu.require()     # (before the import below: without cupy this module is skipped here)
+
+from tests.gpu.test_cupy import check  # noqa: E402  (its tolerances, one definition)
 
 
 def _overlap_tile():
