@@ -11,11 +11,7 @@ B, an M-major A, the (M, N) inputs in a buffer of their own (aux_ring=False), sp
 Spec decide_spec gives under the backend's defaults. Configurations: every tile of the family
 (select.tiles) cut to the stages that fit (select.fit_stages), on both mainloops.
 """
-import argparse
 import dataclasses
-import difflib
-import hashlib
-import json
 import os
 import sys
 
@@ -26,6 +22,7 @@ from evt_core.errors import UnsupportedError  # noqa: E402
 from evt_core.tree.ops import Op  # noqa: E402
 from evt_backends.cupy.select import fit_stages, generate, tiles  # noqa: E402
 from tests.cupy.helpers import canonical_spec, default_spec  # noqa: E402
+from tests.source_dump import main  # noqa: E402
 
 
 def programs():
@@ -73,26 +70,5 @@ def sources():
     return out
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("out", help="JSON file to write (name -> source text)")
-    ap.add_argument("--compare", metavar="OLD", help="a JSON file of an earlier run: print what differs")
-    args = ap.parse_args()
-    out = sources()
-    with open(args.out, "w") as f:
-        json.dump(out, f, indent=0, sort_keys=True)
-    print(len(out), "sources, sha256", hashlib.sha256(json.dumps(out, sort_keys=True).encode()).hexdigest())
-    if args.compare:
-        with open(args.compare) as f:
-            old = json.load(f)
-        changed = sorted(k for k in out.keys() & old.keys() if out[k] != old[k])
-        print(f"{len(out.keys() & old.keys()) - len(changed)} identical, {len(changed)} differ, "
-              f"{len(old.keys() - out.keys())} only in {args.compare}, {len(out.keys() - old.keys())} only here")
-        for k in changed:
-            print(f"--- {k}")
-            sys.stdout.writelines(difflib.unified_diff(old[k].splitlines(True), out[k].splitlines(True), n=0))
-        sys.exit(1 if changed or old.keys() - out.keys() else 0)
-
-
 if __name__ == "__main__":
-    main()
+    main(sources, __doc__.splitlines()[0])

@@ -10,15 +10,12 @@ layouts x both k-loops), the sm_90a kernel (fp16/bf16 x B layout x batched A/B),
 and without deterministic reductions; the finishing kernel; the parameter lists; the sm_90a
 module prelude and the module headers.
 """
-import argparse
-import difflib
-import hashlib
 import itertools
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from evt_backends.numba_cuda.codegen import abi, finish  # noqa: E402
 from evt_backends.numba_cuda.codegen import mainloop_mma as mma  # noqa: E402
@@ -27,6 +24,7 @@ from evt_backends.numba_cuda.codegen import mainloop_sm90 as sm90  # noqa: E402
 from evt_backends.numba_cuda.runtime import build  # noqa: E402
 from sm90_kernels import programs as sm90_programs  # noqa: E402
 from trees import case  # noqa: E402
+from tests.source_dump import main  # noqa: E402
 
 HALF, BOOL = ("float16", "bfloat16"), (True, False)
 
@@ -73,25 +71,5 @@ def sources():
     return out
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("out", help="JSON file to write (name -> source text)")
-    ap.add_argument("--compare", metavar="OLD", help="a JSON file of an earlier run: print what differs")
-    args = ap.parse_args()
-    out = sources()
-    with open(args.out, "w") as f:
-        json.dump(out, f, indent=0, sort_keys=True)
-    print(len(out), "sources, sha256", hashlib.sha256(json.dumps(out, sort_keys=True).encode()).hexdigest())
-    if args.compare:
-        with open(args.compare) as f:
-            old = json.load(f)
-        changed = sorted(k for k in out.keys() & old.keys() if out[k] != old[k])
-        print(f"{len(out.keys() & old.keys()) - len(changed)} identical, {len(changed)} differ, "
-              f"{len(old.keys() - out.keys())} only in {args.compare}, {len(out.keys() - old.keys())} only here")
-        for k in changed:
-            print(f"--- {k}")
-            sys.stdout.writelines(difflib.unified_diff(old[k].splitlines(True), out[k].splitlines(True), n=0))
-
-
 if __name__ == "__main__":
-    main()
+    main(sources, __doc__.splitlines()[0])
