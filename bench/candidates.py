@@ -58,7 +58,7 @@ def kernel_choice(kernel):
     if note.startswith("fallback"):
         return note.split(":")[0]
     tile = re.search(r"tile \d+x\d+x\d+", note)
-    schedule = re.search(r"[\w-]+ schedule", note)
+    schedule = re.search(r"(?:overlapped )?[\w-]+ schedule", note)
     return ", ".join(m.group(0) for m in (tile, schedule) if m)
 
 

@@ -29,7 +29,7 @@ from evt_core.errors import KernelCompileError
 from evt_core.tree.ops import Op
 
 from ..gpu import overlap, sm90
-from ..gpu.reductions import ROW, reduction_kind
+from ..gpu.reductions import COL, ROW, reduction_kind
 from .codegen import epilogue_fragment
 from .codegen.frag_layout import FragLayout
 from .codegen.epilogue_sm90 import SmemLayout, tile_inputs
@@ -229,19 +229,7 @@ def sm90_wide_tile_refusal(program, pingpong, frag, deterministic, aux_ring=Fals
     if not (lay.fits and lay.stages >= 3):
         return (f"shared memory: {len(program.outputs)} output(s) leave no ring of three 48 KB slots"
                 + (" beside the (M, N) inputs' ring positions" if lay.aux_ring else ""))
-    if WIDE_UNRUN_GATE and (lay.recycles or _unmeasured_wide(program)):
-        return ("recycled panel staging or a column reduction at 128 x 256: built and SASS-checked, not yet "
-                "run on a GPU")
     return None
-
-
-# Kinds that compile for 128 x 256 (SASS-checked on the CPU) but whose GPU tests
-# (tests/gpu/test_numba_sm90.py::test_wide_tile_outputs_column_sums_and_two_ring_inputs and
-# ::test_wide_tile_recycled_staging_many_tiles_per_cta) have not yet run on an H100/H200: two
-# outputs or two ring inputs (recycled panel buffers, FragLayout.recycles) and column or
-# whole-tile reductions. Refused, even when sm90_tile_n=256 asks, until those tests pass on a
-# GPU; the GPU tests turn this off to run them.
-WIDE_UNRUN_GATE = True
 
 
 def sm90_wide_tile_pays(b, program=None):
@@ -275,7 +263,10 @@ def sm90_wide_tile_pays(b, program=None):
     against 64.6-64.9 us, 16384 x 4096 x 1024 220.9 against 229.6, 4096^3 (3.9 waves) 213.8
     against 220.4, 8192 x 8192 x 768 168.2 against 176.1; at 8192 x 768 x 3072 (1.5 waves)
     75.8 against 60.2. W1 (a bias, two outputs) measured within 2 % either way, so it keeps
-    128 x 128 there."""
+    128 x 128 there. W1 and W2 (two recycled outputs; a column sum and an fp16 input through the
+    ring) at 4096 x 4096 x 4096 (H200, 2026-12-07, bench/RESULTS.md run 99): 219.3 against
+    230.5 us and 234.0 against 244.1 at 128 x 128, so the K rule holds for them too; at 8192 x
+    3072 x 768 and 8192 x 768 x 3072 they stay at 128 (K < 4096)."""
     if b.N < BN_WIDE or (program is not None and _unmeasured_wide(program)):
         return False
     tiles = b.L * tile_count(b.M, sm90.BM) * tile_count(b.N, BN_WIDE)
@@ -286,10 +277,10 @@ def sm90_wide_tile_pays(b, program=None):
 
 
 def _unmeasured_wide(program):
-    """Kinds whose speed at 128 x 256 is not measured, so "auto" keeps them at 128 even once
-    WIDE_UNRUN_GATE is lifted: two outputs or more (the recycled panel staging,
-    FragLayout.recycles) and column or whole-tile reductions."""
-    return len(program.outputs) > 1 or any(reduction_kind(r) != ROW for r in program.reductions)
+    """Kinds whose speed at 128 x 256 is not measured, so "auto" keeps them at 128 (sm90_tile_n=256
+    still runs them: their GPU tests passed on the H200 on 2026-12-07): two (M, N) inputs through
+    the ring (recycled panel buffers beside them) and whole-tile reductions."""
+    return len(tile_inputs(program)) > 1 or any(reduction_kind(r) not in (ROW, COL) for r in program.reductions)
 
 
 def _plain_store(program):

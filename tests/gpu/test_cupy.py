@@ -15,6 +15,7 @@ from evt_core.dtypes import DTYPES
 
 from tests.cupy import overlap_kinds
 from tests.gpu import cupy_gpu
+from tests.tolerances import reassociation_atol
 
 pytestmark = pytest.mark.gpu
 cp = cupy_gpu.require()
@@ -108,16 +109,6 @@ def make(name, L, M, N, K, dt, batched):
     return tree, A, B, inputs
 
 
-def _reassociation_atol(r, full):
-    """A reduction of n fp32 terms summed in another order differs by about u * sum|x|; with
-    sum|x| ~ sqrt(n) * max|sum| for mixed-sign terms, 10x that still flags one dropped term
-    (whose size is ~ sum|x| / n) while accepting a different summation order."""
-    n = full // max(r.size, 1)
-    if n <= 1 or not r.size:
-        return 0.0
-    return 10 * 2.0 ** -24 * n ** 0.5 * float(np.nanmax(np.abs(r.astype(np.float32))))
-
-
 def check(got, ref, K):
     full = max(r.size for r in ref.values())
     for name, r in ref.items():
@@ -130,7 +121,7 @@ def check(got, ref, K):
         rtol, atol = TOL[dt]
         g32, r32 = g.astype(np.float32), r.astype(np.float32)
         assert not np.isnan(g32).any() or np.isnan(r32).any(), f"{name}: NaN left (unwritten element?)"
-        np.testing.assert_allclose(g32, r32, rtol=rtol, atol=atol + 1e-5 * K + _reassociation_atol(r, full),
+        np.testing.assert_allclose(g32, r32, rtol=rtol, atol=atol + 1e-5 * K + reassociation_atol(r, full),
                                    err_msg=name)
 
 
@@ -354,7 +345,7 @@ def check_fast(got, ref, K, fast):
         assert g.shape == r.shape and not (np.isnan(g32).any() and not np.isnan(r32).any()), name
         scale = float(np.nanmax(np.abs(r32))) if r32.size else 1.0
         rtol = max(5e-3, TOL.get(r.dtype.name, TOL["bfloat16"])[0])       # bf16 rounds coarser than that
-        np.testing.assert_allclose(g32, r32, rtol=rtol, atol=5e-3 * scale + 1e-5 * K + _reassociation_atol(r, full),
+        np.testing.assert_allclose(g32, r32, rtol=rtol, atol=5e-3 * scale + 1e-5 * K + reassociation_atol(r, full),
                                    err_msg=name)
 
 

@@ -488,15 +488,13 @@ def _wide_more(name, L, M, N, K, ab):
 @pytest.mark.parametrize("ab", ["float16", "bfloat16"])
 @pytest.mark.parametrize("name", ["two_outputs", "col_sums", "two_residuals"])
 @pytest.mark.parametrize("shape", WIDE_SHAPES + [(0, 2000, 1032, 40)], ids=lambda s: "x".join(map(str, s)))
-def test_wide_tile_outputs_column_sums_and_two_ring_inputs(monkeypatch, shape, name, ab, det):
+def test_wide_tile_outputs_column_sums_and_two_ring_inputs(shape, name, ab, det):
     """sm90_tile_n=256 on W1's, W2's and two-residual kinds: a recycled panel buffer is written
     again only after its previous panel's TMA store read it (stale or torn panels would show as
     wrong values), column sums over 256 columns (atomic or deterministic partials), and both
     inputs' panels through the ring."""
     if det and name != "col_sums":
         pytest.skip("no reduction")
-    from evt_backends.numba_cuda import select
-    monkeypatch.setattr(select, "WIDE_UNRUN_GATE", False)       # what these tests are here to lift
     tree, A, B, inputs = _wide_more(name, *shape, ab)
     stage = _run(tree, A, B, inputs, f"wide {name} {ab} {shape} det={det}", deterministic=det, sm90_tile_n=256)
     assert "tile 128x256x64" in stage and "cooperative schedule" in stage, stage
@@ -507,10 +505,8 @@ def test_wide_tile_outputs_column_sums_and_two_ring_inputs(monkeypatch, shape, n
 def test_wide_tile_recycled_staging_many_tiles_per_cta(monkeypatch, name, ctas):
     """1 or 3 CTAs over 8 x 4 tiles of 128 x 256 (sm_count forced), three calls: each
     warpgroup's two panel buffers per output turn over 4 times a tile, tile after tile."""
-    from evt_backends.numba_cuda import select
     from evt_backends.numba_cuda.runtime import launch_sm90
     monkeypatch.setattr(launch_sm90, "sm_count", lambda: ctas)
-    monkeypatch.setattr(select, "WIDE_UNRUN_GATE", False)
     tree, A, B, inputs = _wide_more(name, 0, 1000, 1000, 328, "float16")
     k = evt_core.compile(tree, backend="numba_cuda", sm90=True, sm90_tile_n=256)
     ref = evt_core.interpret(tree, A, B, **inputs)

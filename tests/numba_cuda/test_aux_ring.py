@@ -145,6 +145,6 @@ def test_wide_tile_ring_geometry():
     two = FragLayout(_program(2), 256, False, False, aux_ring=True)
     assert (two.aux_stages, two.stages) == (3, 4) and two.fits and sm90.ring_holds_aux(3, 4) and two.recycles
     assert select.sm90_wide_tile_fits(_program(1), False, True, False, aux_ring=True)
-    # two inputs fit beside recycled output panels: refused until their GPU tests have run
-    assert "not yet run on a GPU" in select.sm90_wide_tile_refusal(_program(2), False, True, False, aux_ring=True)
+    # two inputs fit beside recycled output panels (their GPU tests passed on the H200, 2026-12-07)
+    assert select.sm90_wide_tile_fits(_program(2), False, True, False, aux_ring=True)
     assert not select.sm90_wide_tile_fits(_program(1), False, True, False)        # copied: 128-wide rows
