@@ -264,7 +264,7 @@ def sm90_wide_tile_pays(b, program=None):
     against 220.4, 8192 x 8192 x 768 168.2 against 176.1; at 8192 x 768 x 3072 (1.5 waves)
     75.8 against 60.2. W1 (a bias, two outputs) measured within 2 % either way, so it keeps
     128 x 128 there. W1 and W2 (two recycled outputs; a column sum and an fp16 input through the
-    ring) at 4096 x 4096 x 4096 (H200, 2026-12-07, bench/RESULTS.md run 99): 219.3 against
+    ring) at 4096 x 4096 x 4096 (H200, 2026-12-07, bench/RESULTS.md run 90): 219.3 against
     230.5 us and 234.0 against 244.1 at 128 x 128, so the K rule holds for them too; at 8192 x
     3072 x 768 and 8192 x 768 x 3072 they stay at 128 (K < 4096)."""
     if b.N < BN_WIDE or (program is not None and _unmeasured_wide(program)):
