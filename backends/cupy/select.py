@@ -7,7 +7,7 @@ from evt_core.errors import UnsupportedError
 from evt_core.tree.ops import Op
 
 from .codegen import sm80, sm90
-from .codegen.sm90_overlap import refusal as overlap_refusal
+from .codegen.sm90_overlap import refusal as overlap_refusal, require as overlap_require
 from .codegen.plan import N_BROADCAST, N_GENERIC, N_UNIT, N_UNIT_PAIR, Spec, TileConfig
 from ..gpu.fastmath import fast_ops  # noqa: F401  (the shared rule; backend.py imports it from here)
 from ..gpu.reductions import dense_as_workspace
@@ -260,10 +260,8 @@ def fit_stages(program, spec, cfg):
 def generate(program, spec, cfg):
     """The kernel's CUDA C++ source. An overlapped tile (cfg.overlap) this kind cannot run is an
     UnsupportedError naming why (overlap_refusal), never another schedule's kernel in its name."""
-    if cfg.overlap:
-        why = overlap_refusal(program, spec, cfg)
-        if why:
-            raise UnsupportedError(f"tile {cfg.label()}: the overlapped schedule cannot run this kernel: {why}")
+    if cfg.overlap:     # (here too: an sm80 spec never reaches sm90_overlap)
+        overlap_require(program, spec, cfg)
     mod = sm90 if spec.mainloop == "sm90" else sm80
     return mod.generate(program, spec, cfg)
 

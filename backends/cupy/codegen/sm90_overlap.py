@@ -36,7 +36,7 @@ from ...gpu.sm90 import BK, BM
 from . import sm90
 from .common import module_source
 from .fragments import combine, declare_partials, smem_floats
-from .plan import tile_vectors, tma_outputs
+from .plan import tma_outputs
 from .sm90_io import (aux_ring_address, aux_ring_release, aux_ring_step, aux_ring_wait, aux_stages,
                       tile_vector_parts)
 
@@ -57,6 +57,13 @@ def refusal(program, spec, cfg):
         return ("(M, N) inputs in a buffer of their own (aux_ring=False: the next tile's loads "
                 "would wait in the producer for this tile's epilogue)")
     return None
+
+
+def require(program, spec, cfg):
+    """Raise UnsupportedError naming why, where the overlapped schedule cannot run this kind."""
+    why = refusal(program, spec, cfg)
+    if why:
+        raise UnsupportedError(f"tile {cfg.label()}: the overlapped schedule cannot run this kernel: {why}")
 
 
 def ring_inputs(spec, cfg):
@@ -172,9 +179,7 @@ def _pieces_text(program, spec, cfg, fm, red_layout, n, early, next_vectors):
 def generate_overlap(program, spec, cfg):
     """CUDA C++ source of the overlapped sm90a kernel `evt_main` plus evt_init/evt_finish.
     Raises UnsupportedError (naming the reason) for a kind the schedule cannot run (refusal)."""
-    why = refusal(program, spec, cfg)
-    if why:
-        raise UnsupportedError(f"tile {cfg.label()}: the overlapped schedule cannot run this kernel: {why}")
+    require(program, spec, cfg)
     staged = spec.tma_out >= 0
     nt = len(tma_outputs(spec))
     S, BN = cfg.stages, cfg.bn
