@@ -294,6 +294,9 @@ def parse_args(argv=None):
                    help="no GPU: check every rung through the numpy backend at the given shapes, no timing")
     p.add_argument("--out", default="bench/out/ladder", help="output folder (default bench/out/ladder)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--profile-once", action="store_true",
+                   help="no timing: run each checked candidate once inside cudaProfilerStart/Stop, "
+                        "for `ncu --profile-from-start off`")
     args = p.parse_args(argv)
     try:
         args.shapes = [parse_shape(s) for s in args.shapes.split(",") if s] or list(SHAPES[:1] if args.quick else SHAPES)
@@ -325,7 +328,7 @@ def run_gpu(args, argv):
 
     from . import candidates as C
     from .report import write_results
-    from .run import environment, evt_backends, time_back_to_back, time_interleaved
+    from .run import environment, evt_backends, profile_once, time_back_to_back, time_interleaved
     warmup_ms, rep_ms = (10, 40) if args.quick else (25, 100)
     meta = environment(argv)
     meta["command"] = "python3 -m bench.ladder " + shlex.join(argv)
@@ -354,8 +357,11 @@ def run_gpu(args, argv):
                     case.add_evt_backend(name, support)
                 for name, make in ANCHORS.get(key, []):
                     _add_anchor(case, C, name, make)
-                time_interleaved(case.candidates, args.rounds, warmup_ms, rep_ms)
-                if not args.quick:
+                if args.profile_once:
+                    profile_once(case.candidates)
+                else:
+                    time_interleaved(case.candidates, args.rounds, warmup_ms, rep_ms)
+                if not (args.quick or args.profile_once):
                     time_back_to_back(case.candidates)
                 case_json["candidates"] = [c.to_json() for c in case.candidates]
                 del case

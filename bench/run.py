@@ -150,6 +150,23 @@ def time_interleaved(candidates, rounds, warmup_ms, rep_ms):
                 c.round_us.clear()
 
 
+def profile_once(candidates):
+    """Every live candidate warmed up twice, then called once between cudaProfilerStart and Stop:
+    the window `ncu --profile-from-start off` reads counters in (one kernel a candidate)."""
+    import torch
+    live = [c for c in candidates if c.fn is not None]
+    for c in live:
+        c.fn()
+        c.fn()
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStart()
+    for c in live:
+        c.fn()
+        torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStop()
+    print("profiled once each: " + ", ".join(c.name for c in live), flush=True)
+
+
 def time_back_to_back(candidates, calls=20):
     """Host wall time per call, calls issued back to back with no flush: shows per-call host
     overhead (argument binding, allocation, launch) that event timing can hide."""

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 import evt_core
-from evt_core import ops
 
 from evt_backends.gpu import sm90
 
