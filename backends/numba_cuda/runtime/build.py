@@ -20,7 +20,7 @@ from evt_core.cache import DiskCache, atomic_write
 from evt_core.errors import KernelCompileError
 
 from ..codegen.abi import numba_signature
-from . import lowering_fastpaths, typing_memo
+from . import lowering_fastpaths, ssa_skip, typing_memo
 
 CODE_VERSION = "11"         # bump whenever generated code or the ABI changes
 COMPILES = {"count": 0}     # numba compilations in this process
@@ -95,7 +95,7 @@ def build(key, body, name, params, cc=(9, 0), sm90a=False):
             return _memory[key]
         built = _from_disk(key)
         if built is None:
-            with _gc_paused(), typing_memo.memoized(), lowering_fastpaths.linear():
+            with _gc_paused(), typing_memo.memoized(), lowering_fastpaths.linear(), ssa_skip.skipped():
                 if sm90a:
                     from .build_sm90 import compile_sm90a
                     built = compile_sm90a(key, body, name, params)
