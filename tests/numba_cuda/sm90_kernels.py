@@ -10,6 +10,18 @@ from trees import case
 _built = {}
 
 
+def require_build_tools(tmp_path_factory, cache_name):
+    """Skip unless numba, nvJitLink and the cuobjdump wheel are installed; builds go to a fresh
+    cache folder (a module's fixture calls this once)."""
+    import os
+
+    import pytest
+    pytest.importorskip("numba.cuda")
+    pytest.importorskip("cuda.bindings.nvjitlink")
+    pytest.importorskip("nvidia")
+    os.environ["EVT_CACHE_DIR"] = str(tmp_path_factory.mktemp(cache_name))
+
+
 def _bare(accum):
     D = accum
     return D

@@ -34,12 +34,9 @@ RCP_SLOW_PATH_CALLS = {"frag_bce_uturn": 64}
 
 @pytest.fixture(scope="module")
 def sass(tmp_path_factory):
-    pytest.importorskip("numba.cuda")
-    pytest.importorskip("cuda.bindings.nvjitlink")
-    pytest.importorskip("nvidia")
-    os.environ["EVT_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache-sm90"))
+    from sm90_kernels import build, require_build_tools
+    require_build_tools(tmp_path_factory, "cache-sm90")
     from evt_backends.numba_cuda.runtime.build import sass_opcodes
-    from sm90_kernels import build
     return {name: (build(name), sass_opcodes(build(name).image)) for name in KERNELS}
 
 
@@ -175,7 +172,6 @@ def test_m_major_a_is_read_as_panels_with_the_transpose_bit():
     producer loads two 64-column panels per stage (as an N-major B), the k-loop steps the A
     descriptor 16 k-rows (2 KB) a k16, and the wgmma sets imm-trans-a."""
     from evt_backends.numba_cuda.codegen.mainloop_sm90 import module_prelude, sm90_source
-    from evt_backends.numba_cuda.select import variant
     from sm90_kernels import programs
     p = programs()["mmajor_a_bias_gelu"][0]
     src = sm90_source(p, "float16", False, False, False, False, a_kmajor=False)

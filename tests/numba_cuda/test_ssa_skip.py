@@ -19,10 +19,8 @@ SM90_KERNELS = ("pingpong_reductions", "frag_ring_layernorm_stats", "overlap_gel
 
 @pytest.fixture(scope="module")
 def tools(tmp_path_factory):
-    pytest.importorskip("numba.cuda")
-    pytest.importorskip("cuda.bindings.nvjitlink")
-    pytest.importorskip("nvidia")
-    os.environ["EVT_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache-ssa"))
+    from sm90_kernels import require_build_tools
+    require_build_tools(tmp_path_factory, "cache-ssa")
     from evt_backends.numba_cuda.runtime import build as nb
     from evt_backends.numba_cuda.runtime import ssa_skip
     return nb, ssa_skip
