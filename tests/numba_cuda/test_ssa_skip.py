@@ -42,6 +42,19 @@ def test_skipped_only_inside_a_build(tools):
     assert CUDAFlags().enable_ssa is True
 
 
+def test_another_thread_keeps_ssa_during_a_build(tools):
+    import threading
+    from numba.cuda.flags import CUDAFlags
+    _, ssa_skip = tools
+    seen = []
+    with ssa_skip.skipped():
+        worker = threading.Thread(target=lambda: seen.append(CUDAFlags().enable_ssa))
+        worker.start()
+        worker.join(timeout=30)
+        assert CUDAFlags().enable_ssa is False
+    assert seen == [True]
+
+
 @pytest.mark.parametrize("name", SM90_KERNELS)
 def test_sm90_kernel_has_the_same_instructions_without_ssa(tools, name, monkeypatch):
     import sm90_kernels

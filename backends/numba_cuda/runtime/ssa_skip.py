@@ -13,10 +13,16 @@ pass. Should a generated source ever reuse a name at two types, typing unifies t
 with a typed build error; it cannot silently change what a kernel computes, and the test
 catches it where the SASS changes.
 
-Only the option's default changes, and only while a build runs (scoped_patches): a numba
-function compiled outside a build, or one that sets `enable_ssa` itself, is untouched.
+Only the option's default changes, only while a build runs (scoped_patches) and only in the
+thread that runs it: a numba function compiled outside a build, in another thread meanwhile, or
+one that sets `enable_ssa` itself is untouched.
 """
+import contextlib
+import threading
+
 from .scoped_patches import Scoped, present
+
+_building = threading.local()      # .depth: builds running in this thread
 
 
 def _targets():
@@ -27,8 +33,18 @@ def _targets():
     return present([(CUDAFlags, "enable_ssa", _default_off)])
 
 
-# While active (re-entrant), numba-cuda's flags default to enable_ssa=False.
-skipped = Scoped(_targets)
+_patched = Scoped(_targets)
+
+
+@contextlib.contextmanager
+def skipped():
+    """While active (re-entrant), numba-cuda's flags default to enable_ssa=False in this thread."""
+    with _patched():
+        _building.depth = getattr(_building, "depth", 0) + 1
+        try:
+            yield
+        finally:
+            _building.depth -= 1
 
 
 def _default_off(original):
@@ -36,5 +52,7 @@ def _default_off(original):
         return original
 
     def getter(self):
-        return self._values.get("enable_ssa", False)
+        if "enable_ssa" in self._values or not getattr(_building, "depth", 0):
+            return original.fget(self)
+        return False
     return property(getter, original.fset, original.fdel, original.__doc__)
