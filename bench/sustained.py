@@ -9,8 +9,7 @@ samples the SM clock and the board power every 50 ms; rounds interleave the cand
 µs per call (CUDA events over the whole stretch, no L2 flush) and the median clock and power.
 What it answers: whether a kernel runs at the power cap (the clock pulled below its maximum at
 the board's limit), where moving work under the tensor cores would not pay, and whether two
-kernels run at different clocks. With EVT_POISON=1 in the environment every evt call also
-NaN-fills its outputs first: compare such rows only with each other.
+kernels run at different clocks. EVT_POISON is lifted while timing (bench.run.unpoisoned).
 """
 import argparse
 import statistics
@@ -81,7 +80,7 @@ def main(argv=None):
 
     from . import candidates as C
     from .ladder import LADDER
-    from .run import evt_backends
+    from .run import evt_backends, unpoisoned
     from .workloads import parse_shape
     if args.rung not in LADDER:
         ap.error(f"unknown rung {args.rung!r}; choose from {list(LADDER)}")
@@ -95,11 +94,8 @@ def main(argv=None):
     for c in case.candidates:
         print(f"# {c.name} ({c.mode}): {c.status} {c.reason[:200]} {c.kernel}")
     rows = {c.name: [] for c in live}
-    for r in range(args.rounds):
-        for c in live:
-            us, mhz, watts, n = sustained(c.fn, args.seconds)
-            rows[c.name].append((us, mhz, watts))
-            print(f"round {r} {c.name:50s} {us:8.1f} µs/call  {mhz:5.0f} MHz  {watts:6.1f} W  ({n} samples)", flush=True)
+    with unpoisoned():
+        _rounds(live, rows, args)
     print(f"\n{args.rung} {args.shape}, {torch.cuda.get_device_name()}, "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: medians over {args.rounds} rounds\n")
     print("| candidate | µs per call | SM MHz | W |\n|---|---:|---:|---:|")
@@ -107,6 +103,14 @@ def main(argv=None):
         print(f"| {name} | {statistics.median(x[0] for x in v):.1f} | {statistics.median(x[1] for x in v):.0f} | "
               f"{statistics.median(x[2] for x in v):.1f} |")
     return 0
+
+
+def _rounds(live, rows, args):
+    for r in range(args.rounds):
+        for c in live:
+            us, mhz, watts, n = sustained(c.fn, args.seconds)
+            rows[c.name].append((us, mhz, watts))
+            print(f"round {r} {c.name:50s} {us:8.1f} µs/call  {mhz:5.0f} MHz  {watts:6.1f} W  ({n} samples)", flush=True)
 
 
 if __name__ == "__main__":
