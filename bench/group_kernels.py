@@ -20,7 +20,7 @@ import statistics
 import sys
 import time
 
-from .run import parse_options, unpoisoned
+from .run import do_bench, parse_options
 
 
 def record_calls(workload, dtype, kernels, smoke, rest="torch"):
@@ -109,8 +109,6 @@ def main(argv=None):
         for key, A, B, ins, sc in first:
             print(describe(key, A, B))
         return 0
-    from triton.testing import do_bench as _do_bench
-    do_bench = unpoisoned()(_do_bench)     # timed calls without EVT_POISON's NaN fill
     import evt_core.torch.ops as evt_ops
     ablate = parse_options(args.ablate.split(",")) if "cupy" in kernels else {}
     columns = kernels + ([f"cupy {args.ablate}"] if ablate else [])
@@ -206,8 +204,6 @@ def sweep(calls, rounds, groups, numba_calls=None, cupy_tiles=True):
     numba's kernel in each schedule too ("overlap" included), and cooperative with 128 x 256
     tiles forced."""
     import torch
-    from triton.testing import do_bench as _do_bench
-    do_bench = unpoisoned()(_do_bench)     # timed calls without EVT_POISON's NaN fill
 
     import evt_core
     import evt_core.torch.ops as evt_ops

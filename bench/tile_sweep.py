@@ -30,10 +30,7 @@ def _options(text):
 
 def sweep_one(workload, shape, rounds, numba_sets, cupy_tiles=True):
     import torch
-    from triton.testing import do_bench as _do_bench
-
-    from .run import unpoisoned
-    do_bench = unpoisoned()(_do_bench)     # timed calls without EVT_POISON's NaN fill
+    from .run import do_bench
 
     import evt_core
     from evt_backends.cupy.select import tiles

@@ -7,11 +7,11 @@ for W2 and the whole pass took a fifth to a quarter of the build (W1 1.70 -> 1.2
 -> 1.43, W3 1.63 -> 1.38, W4 1.50 -> 1.11 without it). The kernels the generators write never
 give a name two types: a name assigned more than once (the ring position, the accumulators,
 a loop's running sum) keeps its type, so numba types it the same without the rewrite, and
-LLVM's mem2reg builds single-assignment form from the allocas anyway. Checked: the SASS opcode
-sequence of every kernel of tests/numba_cuda/test_ssa_skip.py is the same with and without the
-pass. Should a generated source ever reuse a name at two types, typing unifies them or fails
-with a typed build error; it cannot silently change what a kernel computes, and the test
-catches it where the SASS changes.
+LLVM's mem2reg builds single-assignment form from the allocas anyway. Checked: every kernel of
+tests/numba_cuda/test_ssa_skip.py has the same SASS instructions (opcodes with modifiers,
+counted; a few may come in another order) with and without the pass. Should a generated source
+ever reuse a name at two types, typing unifies them (a wider type, which the SASS shows and the
+test catches) or fails with a typed build error.
 
 Only the option's default changes, only while a build runs (scoped_patches) and only in the
 thread that runs it: a numba function compiled outside a build, in another thread meanwhile, or
