@@ -9,10 +9,15 @@ accumulator set 1; commit; a *piece*; wait until at most one group is in flight.
 piece reads accumulator set 0 (filled by a wgmma before the loop), as an overlapped epilogue
 reads the previous tile's accumulators. Modes:
 
-  both    both warpgroups: wgmma + piece (the overlapped cooperative schedule)
-  mma     both warpgroups: wgmma only (the tensor-pipe time alone)
-  piece   both warpgroups: piece only (the piece's time alone)
-  split   warpgroup 0 wgmma only, warpgroup 1 piece only (ping-pong's concurrency)
+  both         both warpgroups: wgmma + piece (the overlapped cooperative schedule)
+  mma          both warpgroups: wgmma only (the tensor-pipe time alone)
+  piece        both warpgroups: piece only (the piece's time alone)
+  split        warpgroup 0 wgmma only, warpgroup 1 piece only (ping-pong's concurrency)
+  interleaved  both warpgroups: a quarter of the piece after each single wgmma
+  piece1       warpgroup 1 piece only, warpgroup 0 idle (split's piece alone)
+
+Each warpgroup also counts the cycles it spends issuing its k-block's wgmmas (a wgmma's issue
+waits while the tensor pipe is busy).
 
 Pieces (`n` repetitions each): fma (16 independent FFMA chains), mufu (ex2 + rcp), lds (one
 st.shared + one ld.shared of 4 bytes, conflict-free, in a region the wgmmas do not read), shfl
