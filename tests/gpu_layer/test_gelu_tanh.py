@@ -42,7 +42,7 @@ def test_error_against_float64_is_within_bounds_and_below_the_op_tables(name, em
                                           (G.gelu_tanh_grad_emulated, Op.GELU_TANH_GRAD)])
 def test_special_values_match_the_op_table(emulated, op):
     """0, -0, the fp16 extremes, huge fp32 values, +-inf and NaN give what the op table gives
-    (past fp32's range s = 0: x * 0, so -inf gives NaN as 0.5 * x * (1 + t) does)."""
+    (past V_MAX: x * 0, so -inf gives NaN as 0.5 * x * (1 + t) does)."""
     x = np.array([0.0, -0.0, 65504.0, -65504.0, 1e13, -1e13, -30.0, np.inf, -np.inf, np.nan], np.float32)
     with np.errstate(all="ignore"):
         got, want = emulated(x), ELEMENTWISE[op].fn(x)

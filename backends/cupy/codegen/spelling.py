@@ -111,18 +111,24 @@ __device__ __forceinline__ float evt_max_nan(float a, float b) {{ return (a > b 
 __device__ __forceinline__ float evt_min_nan(float a, float b) {{ return (a < b || a != a) ? a : b; }}
 __device__ __forceinline__ float evt_sigmoid(float x) {{ return 1.0f / (1.0f + expf(-x)); }}
 // the tanh-form GELU and its derivative through s = sigmoid(2u) = (1 + tanh u) / 2, around one
-// ex2.approx and one rcp.approx; s = 0 past fp32's range gives x * 0 as the op table does
-// (gpu/gelu_tanh.py: the form, its errors)
-__device__ __forceinline__ float evt_sigmoid_2u(float x, float x2) {{
-  float e, s;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(x * ({float_literal(gelu_tanh.V_C1)} + {float_literal(gelu_tanh.V_C3)} * x2)));
+// ex2.approx and one rcp.approx (gpu/gelu_tanh.py: the form, its errors, why v is clamped)
+__device__ __forceinline__ float evt_sigmoid_2u(float x, float& e, float& v) {{
+  float s;
+  v = x * ({float_literal(gelu_tanh.V_C1)} + {float_literal(gelu_tanh.V_C3)} * (x * x));
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(fminf(v, {float_literal(gelu_tanh.V_MAX)})));
   asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(s) : "f"(1.0f + e));
   return s;
 }}
-__device__ __forceinline__ float evt_gelu_tanh(float x) {{ return x * evt_sigmoid_2u(x, x * x); }}
+__device__ __forceinline__ float evt_gelu_tanh(float x) {{
+  float e, v;
+  const float s = evt_sigmoid_2u(x, e, v);
+  return v > {float_literal(gelu_tanh.V_MAX)} ? x * 0.0f : x * s;
+}}
 __device__ __forceinline__ float evt_gelu_tanh_grad(float x) {{
-  const float x2 = x * x, s = evt_sigmoid_2u(x, x2);
-  return fmaf(x * fmaf(-s, s, s), {float_literal(gelu_tanh.G_C1)} + {float_literal(gelu_tanh.G_C3)} * x2, s);
+  float e, v;
+  const float s = evt_sigmoid_2u(x, e, v);
+  const float g = fmaf(x * (s * (e * s)), {float_literal(gelu_tanh.G_C1)} + {float_literal(gelu_tanh.G_C3)} * (x * x), s);
+  return v > {float_literal(gelu_tanh.V_MAX)} ? x * 0.0f : g;
 }}
 {_phi("evt_phi_accurate", gelu.ACCURATE)}
 {_phi("evt_phi_fast", gelu.FAST)}

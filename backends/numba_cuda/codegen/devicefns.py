@@ -17,7 +17,7 @@ _SQRT_HALF, _INV_SQRT_2PI = float32(0.7071067811865476), float32(0.3989422804014
 _NEG_LOG2E, _GELU_T = float32(-_gelu.LOG2E), float32(_gelu.GELU_T)
 _PHI = tuple(float32(c) for c in _gelu.ACCURATE)      # gpu/gelu.py's accurate E(t), lowest degree first
 _ZERO = float32(0.0)
-_V_C1, _V_C3 = float32(_gt.V_C1), float32(_gt.V_C3)
+_V_C1, _V_C3, _V_MAX = float32(_gt.V_C1), float32(_gt.V_C3), float32(_gt.V_MAX)
 _G_C1, _G_C3 = float32(_gt.G_C1), float32(_gt.G_C3)
 
 
@@ -69,17 +69,21 @@ def f_erf(x):
 
 @cuda.jit(device=True, inline=True)
 def gelu_tanh(x):
-    # x sigmoid(2u) around one ex2.approx and one rcp.approx; s = 0 past fp32's range gives x * 0
-    # as the op table does (gpu/gelu_tanh.py: why, and errors)
-    return x * rcp_approx(_ONE + ex2_approx(x * (_V_C1 + _V_C3 * (x * x))))
+    # x sigmoid(2u) around one ex2.approx and one rcp.approx (gpu/gelu_tanh.py: why, and errors)
+    v = x * (_V_C1 + _V_C3 * (x * x))
+    s = rcp_approx(_ONE + ex2_approx(min(v, _V_MAX)))
+    return x * _ZERO if v > _V_MAX else x * s
 
 
 @cuda.jit(device=True, inline=True)
 def gelu_tanh_grad(x):
-    # x (G_C1 + G_C3 x^2) s (1 - s) + s, s = sigmoid(2u), s (1 - s) as one FFMA (gpu/gelu_tanh.py)
+    # s + x (G_C1 + G_C3 x^2) s (1 - s), s = sigmoid(2u), 1 - s = e s (gpu/gelu_tanh.py)
     x2 = x * x
-    s = rcp_approx(_ONE + ex2_approx(x * (_V_C1 + _V_C3 * x2)))
-    return (x * (s - s * s)) * (_G_C1 + _G_C3 * x2) + s
+    v = x * (_V_C1 + _V_C3 * x2)
+    e = ex2_approx(min(v, _V_MAX))
+    s = rcp_approx(_ONE + e)
+    g = (x * (s * (e * s))) * (_G_C1 + _G_C3 * x2) + s
+    return x * _ZERO if v > _V_MAX else g
 
 
 @cuda.jit(device=True, inline=True)
