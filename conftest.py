@@ -6,6 +6,7 @@ deadline: the first compile of each kernel is slow). Override with HYPOTHESIS_PR
 or --hypothesis-profile. EVT_VERIFY=1 makes the pipeline run the IR verifier after every pass.
 """
 import os
+import sys
 
 from hypothesis import HealthCheck, settings
 
@@ -17,3 +18,12 @@ settings.register_profile("ci", parent=settings.get_profile("ci"), max_examples=
 settings.register_profile("gpu", max_examples=300, deadline=None, derandomize=True,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
+
+
+def pytest_runtest_logreport(report):
+    """A failing test's name goes to stderr the moment it fails (with xdist: as the controller
+    receives it), so a run cut by its time limit, as the GPU runs are, still says which tests
+    failed; under -q pytest itself prints only an F until its summary."""
+    if report.failed:
+        sys.stderr.write(f"\nFAILED {report.nodeid} ({report.when})\n")
+        sys.stderr.flush()
