@@ -82,7 +82,8 @@ def recorded(monkeypatch):
     # the replay asks capture_query(side)'s function (torch's query: a dummy in a CPU build);
     # here it asks streams.capturing, which the tests replace
     monkeypatch.setattr(streams, "capture_query", lambda side: lambda stream: streams.capturing(stream))
-    monkeypatch.setattr(runner.Runner, "function", lambda self, variant: {"main": Fn(), "finish": Fn()})
+    monkeypatch.setattr(runner.Runner, "function", lambda self, variant: {"main": Fn()})
+    monkeypatch.setattr(runner.Runner, "finish_function", lambda self: Fn())
     monkeypatch.setattr(arrays, "allocator", lambda side, like: lambda shape, dt, st: arrays.view(
         FakeCuda(shape, names[dt], st), "torch", "output"))
     monkeypatch.setattr(fastcall, "_maker", lambda side, spec, device: lambda: FakeCuda(spec[0], spec[2], spec[1]))
@@ -103,9 +104,15 @@ def _kernel(M, N, mean=False):
     return evt_core.compile(evt_core.trace(epi, ex), backend="numba_cuda")
 
 
-def test_fast_path_launches_what_the_checked_path_launches_direct_reduction(recorded):
+def test_fast_path_launches_what_the_checked_path_launches_direct_reduction(recorded, monkeypatch):
     """A direct reduction: one launch per call, the column sum's output is the kernel's
-    workspace argument, rewritten per call like the other outputs."""
+    workspace argument, rewritten per call like the other outputs; the finish kernel, which
+    no call launches, is never built (a numba build saved from the first call)."""
+    from evt_backends.numba_cuda import runner
+
+    def no_build(self):
+        raise AssertionError("the finish kernel was built for a call with only direct reductions")
+    monkeypatch.setattr(runner.Runner, "finish_function", no_build)
     M, N, K = 96, 64, 32
     kernel = _kernel(M, N)
     A, B, bias = FakeCuda((M, K), torch.float16), FakeCuda((K, N), torch.float16), FakeCuda((N,), torch.float32)

@@ -36,8 +36,8 @@ class FastCall:
     def __init__(self, runner, side, b, values, fns, grid, block, ws, names, like, finish=None, maps=None,
                  ws_at=None):
         """values: the main kernel's parameter values; names: the call's input names in call
-        order; like: A (the device outputs go to); finish: (values, grid, block) of the
-        reduction finish kernel, or None; maps: (position of the A map's address in values,
+        order; like: A (the device outputs go to); finish: (function, values, grid, block)
+        of the reduction finish kernel, or None; maps: (position of the A map's address in values,
         launch_sm90.ReplayMaps, outputs with a TMA-store map, indices of the inputs with a
         TMA-load map) for the sm_90a kernel, whose tensor maps embed the operands' addresses,
         or None; ws_at: the position of the first workspace's address in values (a direct
@@ -71,8 +71,8 @@ class FastCall:
         self.finish = None
         if finish is not None:
             # finish kernel: L, M, N, then per reduction ws, pl, pm, pn, wm, wn, red ptr, 3 strides
-            fv, fgrid, fblock = finish
-            self.finish, self.finish_values = fns["finish"], list(fv)
+            self.finish, fv, fgrid, fblock = finish
+            self.finish_values = list(fv)
             self.finish_head = self.finish.head(fgrid, fblock)
             self.red_pos = [3 + 10 * k + 6 for k in range(len(p.reductions))]
         device = like.device if side == "torch" else None
