@@ -155,11 +155,11 @@ def stubbed():
     """Inside: the cupy backend compiles and runs on this CPU (see the module docstring)."""
     import torch
 
-    from evt_backends.cupy import backend
+    from evt_backends.cupy import runner
     from evt_backends.cupy.runtime import fast_launch
     from evt_backends.gpu import cuda, streams, tensormap
     saved = (sys.modules.get("cupy"), torch.empty_strided, fast_launch._fn, tensormap._lib,
-             list(streams._torch_current), dict(tensormap._cache), list(backend._get_device), cuda._lib)
+             list(streams._torch_current), dict(tensormap._cache), list(runner._get_device), cuda._lib)
     cache_dir = tempfile.TemporaryDirectory()        # tuning runs, and leaves no winner behind
     with _env("EVT_CACHE_DIR", cache_dir.name):
         try:
@@ -170,7 +170,7 @@ def stubbed():
                 [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p] + [ctypes.c_void_p] * 4
                 + [ctypes.c_int] * 4)
             streams._torch_current[:] = [lambda: 0]
-            backend._get_device.clear()
+            runner._get_device.clear()
             cuda._lib = _Driver()
             yield sys.modules["cupy"]
         finally:
@@ -180,7 +180,7 @@ def stubbed():
                 sys.modules["cupy"] = saved[0]
             torch.empty_strided, fast_launch._fn, tensormap._lib = saved[1:4]
             streams._torch_current[:] = saved[4]
-            backend._get_device[:] = saved[6]
+            runner._get_device[:] = saved[6]
             cuda._lib = saved[7]
             tensormap._cache.clear()
             tensormap._cache.update(saved[5])

@@ -14,12 +14,12 @@ from evt_core.errors import ShapeError  # noqa: E402
 
 @pytest.mark.parametrize("options", [{}, {"autotune": False}], ids=["autotuned", "autotune=False"])
 def test_repeated_call_replays_the_prepared_launch(options, monkeypatch):
-    from evt_backends.cupy import backend
+    from evt_backends.cupy import runner
     from evt_backends.cupy.runtime import fast_launch
     from evt_backends.gpu import streams
     counts = {"normalize": 0, "bind": 0}
     launched_on = []
-    real_norm, real_bind, real_launch = core_backend.normalize_call, backend.bind, fast_launch.launch
+    real_norm, real_bind, real_launch = core_backend.normalize_call, runner.bind, fast_launch.launch
 
     def counted(name, real):
         def call(*a, **k):
@@ -27,7 +27,7 @@ def test_repeated_call_replays_the_prepared_launch(options, monkeypatch):
             return real(*a, **k)
         return call
     monkeypatch.setattr(core_backend, "normalize_call", counted("normalize", real_norm))
-    monkeypatch.setattr(backend, "bind", counted("bind", real_bind))
+    monkeypatch.setattr(runner, "bind", counted("bind", real_bind))
     monkeypatch.setattr(fast_launch, "launch", lambda L, stream: launched_on.append(stream) or real_launch(L, stream))
     with cpu_stub.stubbed() as cp:
         current = [7]

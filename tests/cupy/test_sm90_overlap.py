@@ -62,7 +62,8 @@ class _Runner:
     """CupyRunner's forced-tile path with its build replaced by the (spec, tile) it would build."""
 
     def __init__(self, program, tile):
-        from evt_backends.cupy.backend import CupyBackend, CupyRunner
+        from evt_backends.cupy.backend import CupyBackend
+        from evt_backends.cupy.runner import CupyRunner
         self.runner = CupyRunner(program, {**CupyBackend.options, "tile": tile})
         self.runner._build = lambda spec, cfg: (spec, cfg)
 
