@@ -63,13 +63,7 @@ def compile(tree, backend=DEFAULT_BACKEND, **options):  # noqa: A001 - the API's
     if backend == "auto":
         backend = _auto(p, tree)
     impl = p.registry.get(backend)
-    unknown = set(options) - set(impl.options)
-    if unknown:
-        raise UnsupportedError(f"backend {backend!r} has no option {sorted(unknown)[0]!r}; it accepts "
-                               f"{sorted(impl.options) or 'none'}")
-    for k, v in options.items():    # a bool option given "no" or 0 would silently mean something else
-        if isinstance(impl.options[k], bool) and not isinstance(v, (bool, np.bool_)):
-            raise ArgumentError(f"option {k}={v!r} of backend {backend!r} must be True or False")
+    check_options(backend, impl, options)
     opts = {**impl.options, **options}
     key = (backend, impl.hash(), tree.program.key(), tuple(sorted((k, repr(v)) for k, v in opts.items())))
     if key in _kernels:
@@ -87,6 +81,19 @@ def compile(tree, backend=DEFAULT_BACKEND, **options):  # noqa: A001 - the API's
     _dump(kernel)
     _kernels[key] = kernel
     return kernel
+
+
+def check_options(backend, impl, options):
+    """Raises for an option name backend `backend` (its implementation `impl`) does not take,
+    and for a non-bool value of a bool option ("no" or 0 would silently mean something else).
+    The one check of compile options: evt_core.torch runs it when a backend or op is made."""
+    unknown = set(options) - set(impl.options)
+    if unknown:
+        raise UnsupportedError(f"backend {backend!r} has no option {sorted(unknown)[0]!r}; it accepts "
+                               f"{sorted(impl.options) or 'none'}")
+    for k, v in options.items():
+        if isinstance(impl.options[k], bool) and not isinstance(v, (bool, np.bool_)):
+            raise ArgumentError(f"option {k}={v!r} of backend {backend!r} must be True or False")
 
 
 def _plugin_call(backend, stage, fn, *args):

@@ -35,7 +35,8 @@ def backend(kernels: str = "auto", **options):
     "default" force one: evt_core/torch/saving.py), bare_gemms (on a GPU, what runs a GEMM group
     with nothing to fuse, the accumulator at most plus a bias: "evt" kernels, the default, or
     "torch", i.e. cuBLAS; evt_core/torch/planning.bare_gemm), and any compile option of the
-    kernel backend."""
+    kernel backend ("auto" takes the options every GPU backend has; name the backend for its
+    own). Every argument is checked here, so a typo raises at once, on a CPU too."""
     from .compiler import EvtBackend
     return EvtBackend(kernels=kernels, **options)
 

@@ -33,7 +33,20 @@ class EvtBackend:
                  time_limit: float | None = 30.0, strict: bool = False, cudagraphs: bool = False,
                  rebatch: bool = False, uturn: bool = True, rest: str = "auto", partitioner: str = "auto",
                  bare_gemms: str = "evt", **kernel_options):
+        from ..partition.driver import SOLVERS
+        from .ops import check_kernels
         from .saving import PARTITIONERS
+        check_kernels(kernels, kernel_options, "backend")
+        if solver not in SOLVERS:
+            raise ArgumentError(f"backend(solver={solver!r}): pick one of {sorted(SOLVERS)} (how the partitioner "
+                                "searches: evt_core/partition)")
+        if time_limit is not None and (type(time_limit) not in (int, float) or not time_limit > 0):
+            raise ArgumentError(f"backend(time_limit={time_limit!r}): pass None or a positive number of seconds "
+                                "(the partitioner's limit per graph)")
+        for flag, value in (("passes", passes), ("strict", strict), ("cudagraphs", cudagraphs),
+                            ("rebatch", rebatch), ("uturn", uturn)):
+            if not isinstance(value, bool):
+                raise ArgumentError(f"backend({flag}={value!r}): pass True or False")
         if rest not in REST:
             raise ArgumentError(f"backend(rest={rest!r}): pick one of {REST} (how the ops outside evt kernels run)")
         if partitioner not in PARTITIONERS:

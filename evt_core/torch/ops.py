@@ -18,7 +18,7 @@ import numpy as np
 
 from ..bind import expected_shape, output_strides
 from ..dtypes import DTYPES, bfloat16
-from ..errors import BackendUnavailableError, ShapeError, TraceError
+from ..errors import ArgumentError, BackendUnavailableError, ShapeError, TraceError
 
 _LOCK = threading.Lock()
 _REGISTRY: dict[str, "Entry"] = {}
@@ -61,10 +61,37 @@ def _gpu_backend(kernels: str) -> str:
     raise BackendUnavailableError(f"no GPU backend is available for CUDA tensors ({why or 'none registered'})")
 
 
+def check_kernels(kernels, options: dict, where: str) -> None:
+    """Raises ArgumentError (naming `where`'s argument) for a `kernels` no registered backend
+    answers to, and the compile-option check (evt_core.api.check_options) for `options`
+    against every GPU backend that `kernels` may pick: "auto" may pick any, so it takes only
+    the options they share. Checked when a backend or op is made: found at the first CUDA call
+    instead, a typo would run the graph unfused (with a warning), and on CPU tensors (always
+    the NumPy backend, which takes no options) it would never be found."""
+    from ..api import check_options
+    from ..plugin.manager import plugins
+    registry = plugins().registry
+    names = registry.names()
+    if kernels != "auto" and kernels not in names:
+        raise ArgumentError(f"{where}(kernels={kernels!r}): no backend of that name is registered; "
+                            f"pick 'auto' or one of {names}")
+    pickable = [n for n in _GPU_PREFERENCE if n in names] if kernels == "auto" else [kernels]
+    for name in sorted(options):
+        takers = [n for n in names if name in registry.get(n).options]
+        lacking = [n for n in pickable if n not in takers]
+        if kernels == "auto" and lacking and takers:
+            raise ArgumentError(f"{where}(kernels='auto', {name}=...): {name!r} is an option of "
+                                f"{' and '.join(takers)} only, and 'auto' may pick {' or '.join(lacking)}; "
+                                f"pass kernels={takers[0]!r} to use it")
+    for backend in pickable:
+        check_options(backend, registry.get(backend), options)
+
+
 def register(tree, kernels: str = "auto", **options) -> str:
     """Register a traced tree; returns its key (the same tree and options give the same key)."""
     if getattr(tree, "program", None) is None:
         raise TraceError(f"expected a tree from evt_core.trace(...), got {type(tree).__name__}")
+    check_kernels(kernels, options, "kernel_op")
     key = f"{tree.program.key()}:{kernels}:{sorted((k, repr(v)) for k, v in options.items())}"
     with _LOCK:
         _REGISTRY.setdefault(key, Entry(tree, kernels, dict(options)))
