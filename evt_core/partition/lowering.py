@@ -115,6 +115,9 @@ def _lower(g: Graph, group: list[str], needed: set[str], anchor: Node, rebatch: 
         x for x in group if (x in needed or x in sources) and x not in absorbed and x not in peeled)}
     for key, n in outputs.items():
         node = g.nodes[n]
+        if node.dtype not in _LOADABLE:     # e.g. a comparison's mask that a later group reads
+            raise Unfusible(f"{n} is {node.dtype} and read outside its group; epilogue stores are "
+                            "float16/bfloat16/float32")
         shape = _reduced_shape(g, node) if node.kind is Kind.REDUCTION else node.shape
         examples[key] = np.empty(shape, DTYPES[node.dtype])
     param_of = {v: p for p, v in inputs.items()}

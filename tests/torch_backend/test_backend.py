@@ -213,3 +213,31 @@ def test_rebatch_fuses_a_row_split_gemm(kernel_calls, rebatch):
     g_ = rep.plan.graph
     (fwd,) = [k for k, grp in enumerate(rep.plan.groups) if any(g_.nodes[n].op == "addmm" for n in grp)]
     assert (fwd in rep.fused) == rebatch, rep.unfused
+
+
+def test_a_mask_read_by_a_later_group_keeps_its_group_unfused_and_named():
+    """masked_fill saves its boolean mask for the backward: the forward group that computes it
+    cannot store a bool, so it runs as torch ops with the reason in the report (it raised a
+    bare KeyError from the lowering once), and the other groups still fuse."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 12)
+
+    def fn(m, x):
+        y = m(x)
+        return y.masked_fill(y < 0, -1.0)
+    x = torch.randn(15, 8)
+    history = train_side_by_side(_Wrap(model, fn), x, None, lambda y, _: (y * y).sum(),
+                                 et.backend(kernels="numpy", strict=True), steps=2)
+    _assert_tight(history)
+    report = et.reports()[-1]
+    assert any("is bool and read outside its group" in why for why in report.unfused.values()), report.unfused
+    assert report.fused
+
+
+class _Wrap(torch.nn.Module):
+    def __init__(self, m, fn):
+        super().__init__()
+        self.m, self.fn = m, fn
+
+    def forward(self, x):
+        return self.fn(self.m, x)
