@@ -11,7 +11,7 @@ from .tree.ops import AXES, Op
 from .tree.trace import apply
 
 __all__ = ["relu", "gelu", "gelu_tanh", "gelu_tanh_grad", "gelu_grad", "sigmoid", "silu", "tanh", "exp", "log", "sqrt",
-           "rsqrt", "abs", "maximum", "minimum", "multiply_add", "where", "permute", "reshape",
+           "rsqrt", "abs", "erf", "maximum", "minimum", "multiply_add", "where", "permute", "reshape",
            "sum", "amax", "amin", "mean"]
 
 
@@ -28,6 +28,7 @@ def log(x): """natural logarithm"""; return apply(Op.LOG, x)
 def sqrt(x): """square root"""; return apply(Op.SQRT, x)
 def rsqrt(x): """1 / sqrt(x)"""; return apply(Op.RSQRT, x)
 def abs(x): """|x|"""; return apply(Op.ABS, x)  # noqa: A001 - the op's name
+def erf(x): """the error function (a hand-written erf-form GELU, 0.5 x (1 + erf(x / sqrt 2)), uses it)"""; return apply(Op.ERF, x)
 def maximum(a, b): """elementwise max; NaN propagates"""; return apply(Op.MAXIMUM, a, b)
 def minimum(a, b): """elementwise min; NaN propagates"""; return apply(Op.MINIMUM, a, b)
 def multiply_add(a, b, c): """a * b + c"""; return apply(Op.MULTIPLY_ADD, a, b, c)

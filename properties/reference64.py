@@ -46,7 +46,7 @@ UNARY = {
     "neg": np.negative, "abs": np.abs, "relu": lambda x: np.maximum(x, 0.0),
     "gelu": _gelu, "gelu_tanh": _gelu_tanh, "gelu_tanh_grad": _gelu_tanh_grad, "gelu_grad": _gelu_grad,
     "sigmoid": _sigmoid, "silu": lambda x: x * _sigmoid(x), "tanh": np.tanh, "exp": np.exp,
-    "log": np.log, "sqrt": np.sqrt, "rsqrt": lambda x: 1.0 / np.sqrt(x),
+    "log": np.log, "sqrt": np.sqrt, "rsqrt": lambda x: 1.0 / np.sqrt(x), "erf": _erf,
 }
 EXACT_UNARY = frozenset({"neg", "abs", "relu"})
 
@@ -62,7 +62,7 @@ def _tanh_err(x):
 def _rounding(op, x, v):
     """Error of one evaluation of unary `op` in fp32 at an exact argument x (value v)."""
     ax, av = np.abs(x), np.abs(v)
-    if op in ("tanh", "exp", "sqrt", "rsqrt", "sigmoid"):
+    if op in ("tanh", "exp", "sqrt", "rsqrt", "sigmoid", "erf"):
         return 4 * U * av
     if op == "log":
         return 4 * U * av + 2 * U

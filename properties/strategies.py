@@ -32,14 +32,14 @@ CONSTANTS = (0.5, 1.0, 2.0, -1.5, 0.25, 3.0, -1.0)
 LIMIT = 4096.0                                          # bound on |any value|; fp16 holds 65504
 
 UNARY = ("relu", "gelu", "gelu_tanh", "gelu_tanh_grad", "gelu_grad", "sigmoid", "silu", "tanh", "exp", "log",
-         "sqrt", "rsqrt", "abs", "neg")
+         "sqrt", "rsqrt", "abs", "neg", "erf")
 BINARY = ("add", "sub", "mul", "div", "maximum", "minimum", "lt", "le", "gt", "ge")
 TERNARY = ("multiply_add", "where")
 ELEMENTWISE = UNARY + BINARY + TERNARY
 COMPARE = ("lt", "le", "gt", "ge")
 REDUCTIONS = ("sum", "amax", "amin", "mean")
 TRANSCENDENTAL = frozenset({"gelu", "gelu_tanh", "gelu_tanh_grad", "gelu_grad", "sigmoid", "silu", "tanh", "exp",
-                            "log", "sqrt", "rsqrt", "div"})
+                            "log", "sqrt", "rsqrt", "div", "erf"})
 ROLES = ("full", "full_f", "row", "row2", "col", "shared", "perbatch", "transposed")
 BATCHED_ONLY = frozenset({"shared", "perbatch"})
 

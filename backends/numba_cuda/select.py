@@ -312,7 +312,7 @@ def _inputs_copyable(b, program, in_ptrs):
 
 # ops numba lowers to long libdevice sequences (no fast spelling here yet)
 _LONG_MATH = frozenset({Op.TANH, Op.EXP, Op.LOG, Op.SIGMOID, Op.SILU, Op.GELU, Op.GELU_GRAD, Op.GELU_TANH,
-                        Op.GELU_TANH_GRAD})
+                        Op.GELU_TANH_GRAD, Op.ERF})
 
 
 def sm90_fragment(b, program, in_ptrs, out_ptrs, pingpong, deterministic, measured=True, fast=()):

@@ -25,7 +25,7 @@ class Op(enum.Enum):
     RELU = "relu"; GELU = "gelu"; GELU_TANH = "gelu_tanh"; GELU_TANH_GRAD = "gelu_tanh_grad"
     GELU_GRAD = "gelu_grad"
     SIGMOID = "sigmoid"; SILU = "silu"; TANH = "tanh"; EXP = "exp"; LOG = "log"
-    SQRT = "sqrt"; RSQRT = "rsqrt"; ABS = "abs"
+    SQRT = "sqrt"; RSQRT = "rsqrt"; ABS = "abs"; ERF = "erf"
     MULTIPLY_ADD = "multiply_add"; WHERE = "where"
     # layout (IR only: layout elimination folds them into load/store views)
     PERMUTE = "permute"; RESHAPE = "reshape"
@@ -85,6 +85,11 @@ def _gelu_grad(x):
     return cdf + x * (np.exp(np.float32(-0.5) * x * x) * _INV_SQRT_2PI)
 
 
+def _erf32(x):
+    """erf in float64 then rounded, as in _gelu (NumPy has no float32 erf)."""
+    return _erf(x.astype(np.float64)).astype(np.float32)
+
+
 def _sigmoid(x):
     return np.float32(1) / (np.float32(1) + np.exp(-x))
 
@@ -115,6 +120,7 @@ ELEMENTWISE = {
     Op.SQRT: OpInfo(1, _f32(np.sqrt)),
     Op.RSQRT: OpInfo(1, _f32(lambda x: np.float32(1) / np.sqrt(x))),
     Op.ABS: OpInfo(1, _f32(np.abs)),
+    Op.ERF: OpInfo(1, _f32(_erf32)),
     Op.MULTIPLY_ADD: OpInfo(3, _f32(lambda a, b, c: a * b + c)),
     Op.WHERE: OpInfo(3, _f32(lambda c, a, b: np.where(c != 0, a, b))),
 }

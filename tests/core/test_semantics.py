@@ -28,7 +28,7 @@ UNARY = {
                                  + 0.5 * x * (1 - np.tanh(K0 * (x + A0 * x ** 3)) ** 2) * K0 * (1 + 3 * A0 * x * x)),
     "gelu_grad": lambda x: 0.5 * (1 + erf(x / math.sqrt(2))) + x * np.exp(-x * x / 2) / math.sqrt(2 * math.pi),
     "sigmoid": sig, "silu": lambda x: x * sig(x), "tanh": np.tanh, "exp": np.exp,
-    "abs": np.abs,
+    "abs": np.abs, "erf": np.vectorize(math.erf),
 }
 POSITIVE = {"log": np.log, "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x)}
 BINARY = {

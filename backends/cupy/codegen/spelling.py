@@ -44,6 +44,7 @@ CUDA_SPELLING = {
     Op.EXP: "expf({a})",
     Op.LOG: "logf({a})",
     Op.SQRT: "sqrtf({a})",
+    Op.ERF: "erff({a})",
     Op.RSQRT: "1.0f / sqrtf({a})",   # rsqrtf is approximate; NumPy divides by the rounded sqrt
     Op.ABS: "fabsf({a})",
     Op.MULTIPLY_ADD: "{a} * {b} + {c}",

@@ -37,6 +37,7 @@ SPELLING = {
     Op.EXP: "f_exp({0})",
     Op.LOG: "f_log({0})",
     Op.SQRT: "f_sqrt({0})",
+    Op.ERF: "f_erf({0})",
     Op.RSQRT: "ONE / f_sqrt({0})",
     Op.ABS: "abs({0})",
     Op.MULTIPLY_ADD: "{0} * {1} + {2}",

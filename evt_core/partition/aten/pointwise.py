@@ -61,7 +61,7 @@ _UNARY = {   # name: (NumPy, tree; a str says why there is no tree node)
     "reciprocal": (lambda self: 1 / self, lambda n, a, c: 1.0 / a[0]),
     "clone": (lambda self: np.array(self, copy=True), lambda n, a, c: a[0]),
     "silu": (lambda self: self / (1 + np.exp(-self)), lambda n, a, c: E.silu(a[0])),
-    "erf": (erf, "the epilogue has no erf op"),
+    "erf": (erf, lambda n, a, c: E.erf(a[0])),
     "logical_not": (np.logical_not, "boolean values are not epilogue values"),
 }
 for _name, (_np, _tree) in _UNARY.items():

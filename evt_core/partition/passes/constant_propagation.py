@@ -11,7 +11,7 @@ from .rewrite import const_value, rewrite
 
 _LAYOUT = frozenset({"view", "expand", "permute", "transpose", "t", "unsqueeze", "squeeze", "clone",
                      "_to_copy"})
-_FOLDABLE = frozenset({"neg", "relu", "tanh", "sigmoid", "exp", "log", "rsqrt", "sqrt", "abs",
+_FOLDABLE = frozenset({"neg", "relu", "tanh", "sigmoid", "exp", "log", "rsqrt", "sqrt", "abs", "erf",
                        "reciprocal", "add", "sub", "mul", "div", "maximum", "minimum", "rsub", "pow"})
 
 
