@@ -91,7 +91,10 @@ class _Importer:
                 types = [t for t in _fx_types(node) if t is not None]
                 check(len(types) == 1, "fx-import", f"input {node.name} has no tensor metadata; capture "
                       "with aot_autograd (fx_capture.capture_joint) so meta['val'] is set", (node.name,))
-                self.env[node.name] = self.g.input(node.name, *types[0]).name
+                # aot_autograd names a joint graph's output gradients tangents_<i>: the
+                # backward's inputs, which the forward half never has (rules.stages)
+                stage = 1 if node.op == "placeholder" and node.name.startswith("tangents") else 0
+                self.env[node.name] = self.g.input(node.name, *types[0], stage=stage).name
             elif node.op == "call_function":
                 self.env[node.name] = self.call(node)
             elif node.op == "output":

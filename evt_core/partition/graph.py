@@ -69,10 +69,15 @@ class Graph:
         self._reserved: frozenset = frozenset()   # names fresh ones avoid (passes/rewrite.py)
 
     # ---- building -------------------------------------------------------------------------
-    def input(self, name: str, shape, dtype: str = "float16") -> Node:
+    def input(self, name: str, shape, dtype: str = "float16", stage: int = 0) -> Node:
+        """`stage`: when the value exists (rules.stages): 0, or 1 for a training graph's output
+        gradients, which the backward reads and the forward never has."""
         check(isinstance(name, str) and name != "", "name", f"an input name must be a non-empty string, "
               f"got {name!r}", (str(name),))
-        return self._insert(Node(name, "input", types=(make_type(shape, dtype, name),)))
+        check(type(stage) is int and stage >= 0, "stage", f"an input's stage is an int >= 0, got {stage!r}",
+              (name,))
+        return self._insert(Node(name, "input", attrs=(("stage", stage),) if stage else (),
+                                 types=(make_type(shape, dtype, name),)))
 
     def constant(self, value, shape=(), dtype: str | None = None, name: str | None = None) -> Node:
         check(type(value) in _SCALAR_DTYPE, "constant", f"a constant is a Python bool, int or float, got "

@@ -24,7 +24,8 @@ def to_json(g, indent: int | None = 1) -> str:
     nodes = []
     for n in g.nodes.values():
         if n.op == "input":
-            nodes.append({"name": n.name, "op": "input", "shape": list(n.shape), "dtype": n.dtype})
+            nodes.append({"name": n.name, "op": "input", "shape": list(n.shape), "dtype": n.dtype,
+                          **({"stage": n.attr("stage")} if n.attr("stage") else {})})
             continue
         nodes.append({"name": n.name, "op": n.built_as, "inputs": list(n.inputs), "params": list(n.params),
                       "attrs": {k: v for k, v in n.attrs},
@@ -85,7 +86,8 @@ def _types(d: dict, who: str):
 
 def _input(g, d: dict, who: str) -> None:
     if "shape" in d or "dtype" in d:
-        g.input(d["name"], _field(d, "shape", list, who), _field(d, "dtype", str, who))
+        g.input(d["name"], _field(d, "shape", list, who), _field(d, "dtype", str, who),
+                _field(d, "stage", int, who, default=0))
         return
     types = _types(d, who)     # format /1
     check(len(types) == 1, "json", "an input needs a shape and a dtype", (who,))

@@ -8,7 +8,8 @@ encodes them. `violations` lists every broken rule; `check_plan` raises on the f
    GEMM, which becomes an operand layout and so may have no producer inside the group.
 3. A reduction's result is used only outside its group.
 4. The groups form an acyclic graph.
-5. Each group is weakly connected."""
+5. Each group is weakly connected.
+6. No node of a group is of a later stage than its anchor (rules.stage_conflict)."""
 from __future__ import annotations
 
 from typing import Iterator, Sequence
@@ -16,7 +17,7 @@ from typing import Iterator, Sequence
 from .errors import PartitionError
 from .graph import Graph
 from .optable import GEMMS, LAYOUT_INTO_GEMM, Kind
-from .rules import off_frame
+from .rules import stage_conflict, off_frame, stages
 
 Violation = tuple[str, str, tuple[str, ...]]
 
@@ -33,14 +34,15 @@ def violations(g: Graph, groups: Sequence[Sequence[str]]) -> Iterator[Violation]
     missing = [n for n in g.compute_nodes() if n not in where]
     if missing:
         yield "coverage", "compute nodes in no group", tuple(missing)
+    stage = stages(g)
     for grp in groups:
-        yield from _group_violations(g, list(grp), where)
+        yield from _group_violations(g, list(grp), where, stage)
     cycle = _quotient_cycle(g, groups, where)
     if cycle:
         yield "acyclic", "groups form a cycle; a kernel would need a result of a later kernel", cycle
 
 
-def _group_violations(g: Graph, grp: list[str], where) -> Iterator[Violation]:
+def _group_violations(g: Graph, grp: list[str], where, stage) -> Iterator[Violation]:
     nodes = [g.nodes[n] for n in grp if n in g.nodes]
     inside = set(grp)
     if len(grp) > 1:
@@ -55,6 +57,11 @@ def _group_violations(g: Graph, grp: list[str], where) -> Iterator[Violation]:
         if misfits:
             yield "frame", "an elementwise node in a GEMM's group must have the GEMM output's element count " \
                            "or broadcast onto it; move it to another group", (a, *misfits)
+        late = [n.name for n in nodes if stage_conflict(stage, a, n.name)]
+        if late:
+            yield "stage", "a node of a later stage than the anchor's (a backward op reading the output " \
+                           "gradients, in a forward GEMM's group) cannot run in its kernel; move it to " \
+                           "another group", (a, *late)
     for n in nodes:
         for u in dict.fromkeys(n.inputs):
             if u not in inside:

@@ -7,8 +7,8 @@ costs bytes, and two constraint families that say everything the rules need:
 * `forbid[i]`: nodes that may never share i's group. It holds pairs joined by a forbidden edge,
   pairs joined by a path through a node outside the component (convexity), both propagated to
   every ancestor/descendant pair whose paths they lie on; GEMM producers behind an absorbed
-  permute; pairs of anchors; and an anchor with each elementwise node that does not fit its
-  output's frame (`rules.off_frame`).
+  permute; pairs of anchors; an anchor with each elementwise node that does not fit its
+  output's frame (`rules.off_frame`), and with each node of a later stage (`rules.stage_conflict`).
 * `order[v]`: nodes u with a path u ~> v that is an edge or runs outside the component; group(u)
   must precede group(v). This is the original's "one-hop neighbours as fixed singletons plus
   d->a edges", written as paths so that it needs no extra vertices.
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from .graph import Graph
 from .optable import Kind
-from .rules import Reach, absorbed_layout_producers, off_frame, prune_edges
+from .rules import Reach, absorbed_layout_producers, stage_conflict, off_frame, prune_edges, stages
 from .union_find import DisjointSets
 
 
@@ -51,6 +51,7 @@ class Decomposition:
     reach: Reach
     internal: frozenset                      # possibly-internal edges (global indices)
     components: tuple[tuple[int, ...], ...]  # global indices, each sorted
+    stage: object                            # rules.stages(g)
 
 
 def decompose(g: Graph) -> Decomposition:
@@ -60,7 +61,7 @@ def decompose(g: Graph) -> Decomposition:
     sets = DisjointSets(len(r.names))
     for u, v in keep:
         sets.union(u, v)
-    return Decomposition(r, frozenset(keep), tuple(tuple(c) for c in sets.groups().values()))
+    return Decomposition(r, frozenset(keep), tuple(tuple(c) for c in sets.groups().values()), stages(g))
 
 
 def make_problem(g: Graph, d: Decomposition, comp: tuple[int, ...]) -> Problem:
@@ -87,8 +88,8 @@ def make_problem(g: Graph, d: Decomposition, comp: tuple[int, ...]) -> Problem:
     amask = sum(1 << a for a in anchors)
     for a in anchors:
         forbid[a] |= amask & ~(1 << a)
-        for c in comp:              # rules.off_frame: a pair rule, no path propagation needed
-            if off_frame(g, r.names[a], r.names[c]):
+        for c in comp:              # off_frame, stage_conflict: pair rules, no path propagation needed
+            if off_frame(g, r.names[a], r.names[c]) or stage_conflict(d.stage, r.names[a], r.names[c]):
                 forbid[a] |= 1 << c
                 forbid[c] |= 1 << a
     edges, fixed = [], 0

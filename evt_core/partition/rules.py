@@ -7,6 +7,7 @@ and c share a group, every node on every path u ~> c does too, so a forbidden ed
 such a path forbids the pair (u, c). `prune_edges` applies that to edges to a fixpoint."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from math import prod
 
 from .graph import Graph
@@ -42,6 +43,52 @@ def off_frame(g: Graph, anchor: str, name: str) -> bool:
     a, n = g.nodes[anchor], g.nodes[name]
     return (a.op in GEMMS and n.kind is Kind.ELEMENTWISE and n.op not in RESHAPING
             and not fits_frame(n.shape, a.shape))
+
+
+@dataclass(frozen=True)
+class Stages:
+    """When each node's value can exist, in a graph whose inputs carry a `stage` attribute (0
+    unless set): a joint training graph's output gradients are stage 1, which exists only once
+    the forward half has run. `half`: the stage that computes the node, the later of the
+    stage of the inputs it depends on and the earliest stage of the outputs that need it (a
+    gradient computed from forward values alone still runs in the backward). `recomputable`:
+    nodes of an earlier half that a later one can recompute, because every value they read is
+    handed to it (read there anyway, so saved), recomputable or a constant (layer norm's
+    normalised value from the saved input and statistics)."""
+    stage: dict
+    half: dict
+    recomputable: frozenset
+
+
+def stages(g: Graph) -> Stages:
+    stage: dict[str, int] = {}
+    for name, node in g.nodes.items():        # topological order
+        own = node.attr("stage", 0) if node.kind is Kind.INPUT else 0
+        stage[name] = max([own, *(stage[u] for u in node.inputs)])
+    needed = {n: stage[n] for n in g.outputs}
+    for name in reversed(list(g.nodes)):
+        if name in needed:
+            for u in g.nodes[name].inputs:
+                needed[u] = min(needed.get(u, needed[name]), needed[name])
+    half = {n: max(stage[n], needed.get(n, stage[n])) for n in g.nodes}
+    handed = {u for name, node in g.nodes.items() for u in node.inputs if half[u] < half[name]}
+    recomputable: set[str] = set()
+    for name, node in g.nodes.items():
+        if node.kind not in (Kind.INPUT, Kind.ANCHOR, Kind.OPAQUE) and all(
+                u in handed or u in recomputable or g.nodes[u].kind is Kind.CONST for u in node.inputs):
+            recomputable.add(name)
+    return Stages(stage, half, frozenset(recomputable))
+
+
+def stage_conflict(st: Stages, anchor: str, name: str) -> bool:
+    """True when node `name` may not share a group with `anchor`, whose kernel runs in the
+    anchor's half: a node that depends on a later stage cannot run there (a forward GEMM's
+    epilogue cannot take a backward op that reads the output gradients), nor a node of an
+    earlier half that the later one cannot recompute (a GELU of a pre-activation nobody saved).
+    A tangent-free node of a later half may join a forward kernel: torch/uturn.py moves it
+    into the forward (the loss gradient in the U-turn)."""
+    h = st.half[anchor]
+    return st.stage[name] > h or (st.half[name] < h and name not in st.recomputable)
 
 
 def absorbed_layout_producers(g: Graph, p: str, users) -> list[tuple[str, str]]:

@@ -241,3 +241,42 @@ class _Wrap(torch.nn.Module):
 
     def forward(self, x):
         return self.fn(self.m, x)
+
+
+def test_hand_written_erf_gelu_fuses_and_trains_like_eager():
+    """0.5 x (1 + erf(x / sqrt 2)), as older BERT code spells GELU: torch.erf is an epilogue op,
+    so the forward GEMM's group takes it (it was refused as "no erf op")."""
+    import math
+
+    class OldGelu(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = torch.nn.Linear(16, 64), torch.nn.Linear(64, 16)
+
+        def forward(self, x):
+            h = self.a(x)
+            return self.b(h * 0.5 * (1.0 + torch.erf(h / math.sqrt(2.0))))
+    torch.manual_seed(0)
+    history = train_side_by_side(OldGelu(), torch.randn(8, 16), None, lambda y, _: (y * y).sum(),
+                                 et.backend(kernels="numpy", strict=True), steps=3)
+    _assert_tight(history)
+    report = et.reports()[-1]
+    assert not any("erf" in why for why in report.unfused.values()), report.unfused
+    plan = report.plan
+    assert any(plan.graph.nodes[n].op == "erf" for k in report.fused for n in plan.groups[k]), report.fused
+
+
+def test_a_forward_gemm_whose_output_is_returned_fuses_without_its_backward():
+    """A model whose last op is gelu(x W) compiled without its loss: the output gradient
+    (tangents_1) meets gelu' in the backward. On the joint graph's bytes alone the partitioner
+    put that backward op in the forward GEMM's group, which the rewrite then refused whole
+    ("tangents_1 is not computed in the same half"); the stage rule keeps them apart."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 12), torch.nn.GELU(approximate="tanh"))
+    history = train_side_by_side(model, torch.randn(15, 8), None, lambda y, _: (y * y).sum(),
+                                 et.backend(kernels="numpy", strict=True), steps=2)
+    _assert_tight(history)
+    report = et.reports()[-1]
+    plan = report.plan
+    gemms = [k for k, grp in enumerate(plan.groups) if any(plan.graph.nodes[n].op in ("mm", "addmm") for n in grp)]
+    assert sorted(report.fused) == gemms and not report.unfused, (report.fused, report.unfused)
