@@ -23,7 +23,7 @@ from ..tree.trace import TensorSpec
 from .aten import Unfusible
 from .aten.structural import layout_perm
 from .graph import Graph, Node
-from .optable import GEMMS, OPS, Kind
+from .optable import GEMMS, OPS, RESHAPING, Kind
 from .shapes import dims_of
 
 _LOADABLE = ("float16", "bfloat16", "float32")
@@ -85,6 +85,28 @@ def _variants(g: Graph, group: list[str], anchor: Node):
             yield peeled, cols
 
 
+_NARROW = ("float16", "bfloat16")
+
+
+def _check_no_inner_rounding(g: Graph, body: list[Node]) -> None:
+    """The epilogue computes in fp32 and rounds only where it stores. A 16-bit op after a cast
+    to 16 bits is thereby computed more precisely than eager's, as everywhere in the epilogue,
+    but a cast to 16 bits and back to fp32 (`x.to(bfloat16).float()`) rounds on purpose, which
+    an epilogue cannot express: such a group is refused, not silently unrounded."""
+    for node in body:
+        if node.op != "_to_copy" or node.dtype not in _NARROW or g.nodes[node.inputs[0]].dtype in _NARROW:
+            continue
+        todo = [node.name]
+        while todo:
+            value = todo.pop()
+            for reader in (n for n in body if value in n.inputs):
+                if reader.op == "_to_copy" and reader.dtype == "float32":
+                    raise Unfusible(f"{node.name} rounds to {node.dtype} and {reader.name} widens it back to "
+                                    "float32; the epilogue computes in float32 and rounds only at a store")
+                if reader.op in RESHAPING:
+                    todo.append(reader.name)
+
+
 def _lower(g: Graph, group: list[str], needed: set[str], anchor: Node, rebatch: bool,
            peeled: tuple[str, ...] = (), cols: tuple[int, int] | None = None) -> GroupTree:
     import evt_core
@@ -97,6 +119,7 @@ def _lower(g: Graph, group: list[str], needed: set[str], anchor: Node, rebatch: 
     for node in body:
         if isinstance(OPS[node.op].tree, str):
             raise Unfusible(f"{node.name} ({node.op}): {OPS[node.op].tree}")
+    _check_no_inner_rounding(g, body)
     first = "mat1" if anchor.op == "addmm" else "self"
     a_operand = _operand(g, anchor, first, inside)
     b_operand = _operand(g, anchor, "mat2", inside)

@@ -112,7 +112,11 @@ class _Compilation:
         from .rewrite import rewrite
         self.report.pending.discard(half)
         if self.joint is not None:
-            original = copy.deepcopy(gm)
+            # outside aot_autograd's fake mode: a tensor constant of the graph (torch.tensor(...)
+            # in forward, y[:, :4] = 0) is a real tensor, which a fake-mode copy cannot hold
+            from torch._subclasses.fake_tensor import unset_fake_temporarily
+            with unset_fake_temporarily():
+                original = copy.deepcopy(gm)
             try:
                 placed, refused = rewrite(gm, self.joint)
             except Exception as err:  # noqa: BLE001 - as in _plan

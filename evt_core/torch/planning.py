@@ -105,6 +105,9 @@ def _check_static(gm) -> None:
 def _group_kernel(g, k, grp, needed, trust, kernels, options, sms=None, device="cpu", rebatch=False,
                   fx=None, bare_gemms="evt") -> GroupKernel:
     gg = group_tree(g, grp, needed, rebatch)
+    if 0 in _gemm_extents(g, gg)[:3]:     # (M or N = 0 is refused when the tree is traced)
+        raise Unfusible(f"{gg.anchor.name} has an empty extent (M, N, K = {_gemm_extents(g, gg)[:3]}: an empty "
+                        "batch); torch's op runs it")
     if sms:
         why = split_k_reason(*_gemm_extents(g, gg), sms) or unaligned_operand_reason(g, gg)
         if why:

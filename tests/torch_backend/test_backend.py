@@ -280,3 +280,64 @@ def test_a_forward_gemm_whose_output_is_returned_fuses_without_its_backward():
     plan = report.plan
     gemms = [k for k, grp in enumerate(plan.groups) if any(plan.graph.nodes[n].op in ("mm", "addmm") for n in grp)]
     assert sorted(report.fused) == gemms and not report.unfused, (report.fused, report.unfused)
+
+
+def test_a_tensor_constant_in_forward_compiles_and_trains_like_eager():
+    """torch.tensor(...) in forward (and y[:, :4] = 0, which makes one) is a real tensor the
+    graph holds: the rewrite's fallback copy of the graph, taken under aot_autograd's fake mode,
+    failed on it (a RuntimeError from torch, strict or not)."""
+    scale = torch.arange(1.0, 9.0)
+
+    def fn(m, x):
+        y = torch.relu(m(x)) * torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0])
+        y[:, :2] = 0
+        return y * scale
+    torch.manual_seed(0)
+    history = train_side_by_side(_Wrap(torch.nn.Linear(16, 8), fn), torch.randn(6, 16), None,
+                                 lambda y, _: (y * y).sum(), et.backend(kernels="numpy", strict=True), steps=2)
+    _assert_tight(history)
+
+
+def test_an_empty_batch_trains_like_eager():
+    """0 rows: the forward GEMM (M = 0) and the weight gradient (K = 0) run as torch ops; the
+    K = 0 one was fused and failed at its first call with a ShapeError, strict or not."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.ReLU())
+    history = train_side_by_side(model, torch.randn(0, 16), None, lambda y, _: (y * y).sum(),
+                                 et.backend(kernels="numpy", strict=True), steps=1)
+    _assert_tight(history)
+    assert any("empty extent" in why for why in et.reports()[-1].unfused.values())
+
+
+@pytest.mark.parametrize("rows,classes", [(7, 5), (5, 5), (6, 1)])
+def test_cross_entropy_without_reduction_trains_like_eager(rows, classes):
+    """reduction="none": the loss gradient is one value per row, which the decomposed
+    nll_loss_backward multiplied into the row mask unbroadcast ((N,) by (N, 1) gave (N, N));
+    planning failed, and with N = C the plan held (N, N) nodes."""
+    torch.manual_seed(0)
+    target = torch.randint(0, classes, (rows,))
+    weight = torch.rand(rows)
+
+    def fn(m, x):
+        return (F.cross_entropy(m(x), target, reduction="none") * weight).sum()
+    history = train_side_by_side(_Wrap(torch.nn.Linear(16, classes), fn), torch.randn(rows, 16), None,
+                                 lambda y, _: y, et.backend(kernels="numpy", strict=True), steps=2)
+    _assert_tight(history)
+
+
+def test_a_rounding_cast_inside_an_epilogue_is_kept():
+    """x.to(bfloat16).float() rounds on purpose: the lowering dropped the cast (the epilogue
+    computes in fp32), so the fused result was the unrounded value. Now such a group runs as
+    torch ops, named; a cast that only feeds a store stays fused (the store rounds)."""
+    def fn(m, x):
+        return m(x).to(torch.bfloat16).float() * 3.0
+    torch.manual_seed(0)
+    x = torch.randn(6, 16)
+    history = train_side_by_side(_Wrap(torch.nn.Linear(16, 8), fn), x, None, lambda y, _: (y * y).sum(),
+                                 et.backend(kernels="numpy", strict=True), steps=1)
+    _assert_tight(history)
+    assert any("rounds to bfloat16 and" in why for why in et.reports()[-1].unfused.values())
+    model = _Wrap(torch.nn.Linear(16, 8), lambda m, x: (m(x) * 3.0).to(torch.bfloat16))
+    history = train_side_by_side(model, x, None, lambda y, _: (y.float() ** 2).sum(),
+                                 et.backend(kernels="numpy", strict=True), steps=1)
+    assert not any("rounds to" in why for why in et.reports()[-1].unfused.values())

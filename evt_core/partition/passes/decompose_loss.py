@@ -47,6 +47,8 @@ def _nll_backward(node, out: Graph, a) -> str:
     hot = out.add("_to_copy", out.add("one_hot", safe, classes), dtype)
     mask = out.add("_to_copy", valid, dtype)
     scale = a["grad_output"]
+    if out.nodes[scale].shape:    # reduction="none": one gradient per row, beside the mask's column
+        scale = out.add("unsqueeze", scale, -1)
     if node.attr("reduction") == 1:
         scale = out.add("div", scale, out.add("sum", mask))
     col = out.add("mul", out.add("unsqueeze", mask, -1), scale)
