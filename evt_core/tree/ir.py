@@ -8,6 +8,8 @@ pass tests compare `after == expected` directly.
 and error messages; the role of every tensor (which problem axes it spans) is what a tree is
 specialised on, never its extents.
 """
+import numbers
+import struct
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -22,10 +24,21 @@ class Node:
         object.__setattr__(self, "src", tuple(src))
         object.__setattr__(self, "arg", arg)
         object.__setattr__(self, "shape", tuple(shape))
-        object.__setattr__(self, "_hash", hash((op, self.src, _hashable(arg), self.shape)))
+        object.__setattr__(self, "_hash", hash((op, self.src, _hashable(_arg_key(op, arg)), self.shape)))
 
     def __setattr__(self, *_):
         raise AttributeError("Node is immutable; build a new one with .replace()")
+
+    def __reduce__(self):
+        # Slots plus the __setattr__ guard defeat pickle's default (it sets attributes one by
+        # one), so a node rebuilds through __init__. The sub-DAG goes flat, operands by index,
+        # so pickle and deepcopy neither recurse once per level (a deep chain would exhaust the
+        # recursion limit) nor duplicate shared operands.
+        nodes = postorder((self,), into_bodies=True)
+        index = {n: i for i, n in enumerate(nodes)}
+        rows = tuple((n.op, tuple(index[s] for s in n.src), index[n.arg] if n.op is Op.TOPO else n.arg, n.shape)
+                     for n in nodes)
+        return _unflatten, (rows,)
 
     def __hash__(self):
         return self._hash
@@ -33,8 +46,23 @@ class Node:
     def __eq__(self, other):
         if self is other:
             return True
-        return (isinstance(other, Node) and self._hash == other._hash and self.op is other.op
-                and self.arg == other.arg and self.shape == other.shape and self.src == other.src)
+        # Iterative (an explicit stack of node pairs, each pair once): comparing two equal
+        # deep trees node by node would otherwise recurse once per level, through tuple ==.
+        stack, done = [(self, other)], set()
+        while stack:
+            a, b = stack.pop()
+            if a is b or (id(a), id(b)) in done:
+                continue
+            if not (isinstance(b, Node) and a._hash == b._hash and a.op is b.op and a.shape == b.shape
+                    and len(a.src) == len(b.src)):
+                return False
+            if a.op is Op.TOPO and isinstance(a.arg, Node):
+                stack.append((a.arg, b.arg))
+            elif not _arg_key(a.op, a.arg) == _arg_key(b.op, b.arg):
+                return False
+            done.add((id(a), id(b)))          # both stay alive (reachable from self/other)
+            stack.extend(zip(reversed(a.src), reversed(b.src)))
+        return True
 
     def replace(self, **kw):
         d = {"op": self.op, "src": self.src, "arg": self.arg, "shape": self.shape}
@@ -45,19 +73,51 @@ class Node:
         return f"Node({self.op.name}, {describe(self)!r}, shape={self.shape})"
 
 
+def _unflatten(rows):
+    """Node.__reduce__'s inverse: rows in post-order, operands (and a TOPO body) by index."""
+    built = []
+    for op, src, arg, shape in rows:
+        built.append(Node(op, tuple(built[i] for i in src), built[arg] if op is Op.TOPO else arg, shape))
+    return built[-1]
+
+
 def fingerprint(node, _memo={}):
     """A process-stable structural digest of a node (hash() of strings is randomised per
     process, so canonical orders and on-disk cache keys use this instead)."""
-    key = id(node)
-    hit = _memo.get(key)
-    if hit is not None and hit[0] is node:
-        return hit[1]
+    def known(n):
+        hit = _memo.get(id(n))
+        return hit[1] if hit is not None and hit[0] is n else None
+
     import hashlib
-    arg = fingerprint(node.arg) if node.op is Op.TOPO else repr(node.arg)
-    text = f"{node.op.value}({','.join(fingerprint(s) for s in node.src)};{arg};{node.shape})"
-    digest = hashlib.sha1(text.encode()).hexdigest()[:16]
-    _memo[key] = (node, digest)
-    return digest
+    # operands first, from an explicit stack: a deep chain must not recurse once per level
+    stack = [node]
+    while stack:
+        n = stack[-1]
+        if known(n) is not None:
+            stack.pop()
+            continue
+        kids = n.src + ((n.arg,) if n.op is Op.TOPO else ())
+        todo = [k for k in kids if known(k) is None]
+        if todo:
+            stack.extend(todo)
+            continue
+        stack.pop()
+        arg = known(n.arg) if n.op is Op.TOPO else repr(n.arg)
+        text = f"{n.op.value}({','.join(known(s) for s in n.src)};{arg};{n.shape})"
+        _memo[id(n)] = (n, hashlib.sha1(text.encode()).hexdigest()[:16])
+    return known(node)
+
+
+def _arg_key(op, arg):
+    """What nodes compare and hash `arg` by. A CONST is its exact float bits: == and hash()
+    identify 0.0 with -0.0 (1/x tells them apart, so merging them is a wrong result) and never
+    equate a NaN with itself (the same NaN constant is one value, as CSE wants)."""
+    if op is Op.CONST and isinstance(arg, numbers.Real):
+        try:
+            return struct.pack("<d", float(arg))
+        except OverflowError:              # an int beyond float range: compare it as itself
+            pass
+    return arg
 
 
 def _hashable(arg):
@@ -137,17 +197,25 @@ def postorder(roots, into_bodies=False):
     """Nodes reachable from `roots`, operands before users, each once (by structure)."""
     seen, order = set(), []
 
-    def visit(n):
-        if n in seen:
-            return
-        seen.add(n)
-        for s in n.src:
-            visit(s)
-        if into_bodies and n.op is Op.TOPO:
-            visit(n.arg)
-        order.append(n)
+    def kids(n):
+        return iter(n.src + (n.arg,) if into_bodies and n.op is Op.TOPO else n.src)
+    # depth-first from an explicit stack (a deep chain must not recurse once per level); the
+    # order is that of the recursive walk: operands left to right, then the TOPO body
     for r in roots:
-        visit(r)
+        if r in seen:
+            continue
+        seen.add(r)
+        stack = [(r, kids(r))]
+        while stack:
+            n, it = stack[-1]
+            for k in it:
+                if k not in seen:
+                    seen.add(k)
+                    stack.append((k, kids(k)))
+                    break
+            else:
+                stack.pop()
+                order.append(n)
     return order
 
 

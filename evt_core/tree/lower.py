@@ -8,6 +8,7 @@ from ..errors import UnsupportedError
 from ..program import Instr, Program, Reduction
 from .ir import describe
 from .ops import ELEMENTWISE, LAYOUT, Op, REDUCTIONS
+from .passes.rewrite import drive
 
 
 def lower(tree):
@@ -22,24 +23,26 @@ def lower(tree):
             seq.append(item)
         return seq.index(item)
 
-    def visit(n, memo, args):
+    def visit(n, memo, args):              # a recursive generator: drive runs it without recursion
         if n in memo:
             return memo[n]
         if n.op is Op.ARG:
             return args[n.arg]
         if n.op is Op.TOPO:
-            bound = tuple(visit(s, memo, args) for s in n.src)
-            out = visit(n.arg, {}, bound)
+            bound = []
+            for s in n.src:
+                bound.append((yield visit(s, memo, args)))
+            out = yield visit(n.arg, {}, tuple(bound))
         elif n.op is Op.SINK:
             for s in n.src:
-                visit(s, memo, args)
+                yield visit(s, memo, args)
             out = None
         elif n.op is Op.STORE and n.src[0].op in REDUCTIONS:
             red = n.src[0]
-            x = visit(red.src[0], memo, args)
+            x = yield visit(red.src[0], memo, args)
             out = emit(Instr(red.op, (x,), index(reductions, Reduction(n.arg, red.op, red.arg))))
         elif n.op is Op.STORE:
-            out = visit(n.src[0], memo, args)
+            out = yield visit(n.src[0], memo, args)
             emit(Instr(Op.STORE, (out,), index(outputs, n.arg)))
         elif n.op is Op.ACCUM:
             out = emit(Instr(Op.ACCUM))
@@ -50,7 +53,10 @@ def lower(tree):
         elif n.op is Op.CONST:
             out = emit(Instr(Op.CONST, (), float(n.arg)))
         elif n.op in ELEMENTWISE:
-            out = emit(Instr(n.op, tuple(visit(s, memo, args) for s in n.src)))
+            src = []
+            for s in n.src:
+                src.append((yield visit(s, memo, args)))
+            out = emit(Instr(n.op, tuple(src)))
         elif n.op in LAYOUT:
             raise UnsupportedError(f"{describe(n)} reached lowering; run the layout-elimination pass first", n)
         else:
@@ -61,7 +67,7 @@ def lower(tree):
 
     memo = {}
     for r in tree.roots:
-        visit(r, memo, ())
+        drive(visit(r, memo, ()))
     return Program(batched=tree.batched, inputs=tuple(inputs), scalars=tuple(scalars), outputs=tuple(outputs),
                    reductions=tuple(reductions), instrs=tuple(instrs), params=tuple(tree.params),
                    problem=tuple(tree.problem), specialised=tree.specialised,

@@ -49,12 +49,16 @@ def verify_tree_shape(tree, pass_name="dag_to_tree"):
     if len(tree.roots) != 1:
         raise TreeValidationError(f"{len(tree.roots)} roots, expected 1", None, pass_name)
     seen = {}
-
-    def walk(n):
-        for s in n.src:
-            seen[s] = seen.get(s, 0) + 1
-            if seen[s] > 1:
-                raise TreeValidationError("node has several consumers", s, pass_name)
-            walk(s)
-    walk(tree.roots[0])
+    # depth-first from an explicit stack (a deep chain must not recurse once per level), in the
+    # order of the recursive walk, so the same node is named first
+    stack = [iter(tree.roots[0].src)]
+    while stack:
+        s = next(stack[-1], None)
+        if s is None:
+            stack.pop()
+            continue
+        seen[s] = seen.get(s, 0) + 1
+        if seen[s] > 1:
+            raise TreeValidationError("node has several consumers", s, pass_name)
+        stack.append(iter(s.src))
     return tree

@@ -10,6 +10,7 @@ nodes, fine for epilogue-sized trees.
 """
 from ..ir import Node, postorder
 from ..ops import Op
+from .rewrite import drive
 
 
 def dag_to_tree(tree):
@@ -51,15 +52,18 @@ def _collapse(root, v, order, users):
     externals = []
     memo = {}
 
-    def body(n):
+    def body(n):                           # a recursive generator: drive runs it without recursion
         if n not in region:
             if n not in externals:
                 externals.append(n)
             return Node(Op.ARG, arg=externals.index(n), shape=n.shape)
         if n not in memo:
-            memo[n] = n.replace(src=tuple(body(s) for s in n.src))
+            src = []
+            for s in n.src:
+                src.append((yield body(s)))
+            memo[n] = n.replace(src=tuple(src))
         return memo[n]
-    fused = body(merge)
+    fused = drive(body(merge))
     topo = Node(Op.TOPO, tuple(externals), fused, merge.shape)
     if merge is root:
         return topo
@@ -79,10 +83,13 @@ def _reach(start, step):
 def _replace(root, old, new):
     memo = {}
 
-    def visit(n):
+    def visit(n):                          # a recursive generator: drive runs it without recursion
         if n == old:
             return new
         if n not in memo:
-            memo[n] = n.replace(src=tuple(visit(s) for s in n.src)) if n.src else n
+            src = []
+            for s in n.src:
+                src.append((yield visit(s)))
+            memo[n] = n.replace(src=tuple(src)) if n.src else n
         return memo[n]
-    return visit(root)
+    return drive(visit(root))

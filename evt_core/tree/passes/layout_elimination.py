@@ -7,27 +7,31 @@ output array is viewed through its inverse). The affected tensors simply get oth
 as in CUTLASS's layout pass. A layout that would need the accumulator itself in another
 order (permute(accum) + accum, or a reduction of a permuted accumulator) is refused.
 """
-import functools
-
 import numpy as np
 
 from ...errors import UnsupportedError
 from ..ir import describe
 from ..ops import ELEMENTWISE, LAYOUT, Op, REDUCTIONS
-from .rewrite import rewrite
+from .rewrite import drive, memoised, rewrite
 
 
 def eliminate_layout(tree):
     depends = _accum_dependence()
+    # down and hoist are recursive generators (`x = yield down(...)`) that `drive` runs on an
+    # explicit stack, so a deep chain does not exhaust the recursion limit; both are memoised
+    # (unmemoised, hoist walked a shared value once per use: exponential in x = x * x chains)
 
-    @functools.lru_cache(maxsize=None)
+    @memoised
     def down(node, steps):
         """`node` (accum-free) with layout `steps` applied, as a layout-free node."""
         if node.op in LAYOUT:
-            return down(node.src[0], ((node.op, node.arg),) + steps)
+            return (yield down(node.src[0], ((node.op, node.arg),) + steps))
         if not steps:
             if node.op in ELEMENTWISE or node.op in REDUCTIONS:
-                return node.replace(src=tuple(down(s, ()) for s in node.src))
+                src = []
+                for s in node.src:
+                    src.append((yield down(s, ())))
+                return node.replace(src=tuple(src))
             return node
         if node.op in (Op.CONST, Op.SCALAR):
             return node                      # a scalar is the same in every layout
@@ -36,26 +40,32 @@ def eliminate_layout(tree):
             view = node.arg.view + tuple((k.value, a) for k, a in steps)
             return node.replace(arg=_with_view(node.arg, view), shape=shape)
         if node.op in ELEMENTWISE:
-            return node.replace(src=tuple(down(_fit(s, node.shape, steps), steps) for s in node.src), shape=shape)
+            src = []
+            for s in node.src:
+                src.append((yield down(_fit(s, node.shape, steps), steps)))
+            return node.replace(src=tuple(src), shape=shape)
         raise UnsupportedError(f"{describe(node)}: a layout op applied to a reduction result cannot be expressed; "
                                "reduce the laid-out value instead", node)
 
+    @memoised
     def hoist(node):
         """(layout-free node, steps) with node == steps applied to it; accum-dependent nodes only."""
         if not depends(node):
-            return down(node, ()), ()
+            return (yield down(node, ())), ()
         if node.op is Op.ACCUM:
             return node, ()
         if node.op in LAYOUT:
-            inner, steps = hoist(node.src[0])
+            inner, steps = yield hoist(node.src[0])
             return inner, _simplify(steps + ((node.op, node.arg, node.src[0].shape),))
         if node.op in REDUCTIONS:
-            inner, steps = hoist(node.src[0])
+            inner, steps = yield hoist(node.src[0])
             if steps:
                 raise UnsupportedError(f"{describe(node)} reduces a permuted/reshaped accumulator value; reduce "
                                        "before the layout op (reductions name problem axes L, M, N)", node)
             return node.replace(src=(inner,)), ()
-        parts = [hoist(s) if depends(s) else None for s in node.src]
+        parts = []
+        for s in node.src:
+            parts.append((yield hoist(s)) if depends(s) else None)
         steps = {p[1] for p in parts if p is not None}
         if len(steps) > 1:
             raise UnsupportedError(f"{describe(node)} combines accumulator values in different layouts "
@@ -66,14 +76,14 @@ def eliminate_layout(tree):
         src = []
         for s, p in zip(node.src, parts):
             # an accum-free operand meets the accumulator in its own frame: undo the layout on it
-            src.append(p[0] if p is not None else down(_fit(s, node.shape, inv), inv))
+            src.append(p[0] if p is not None else (yield down(_fit(s, node.shape, inv), inv)))
         inner_shape = _apply_shape(node.shape, inv)
         return node.replace(src=tuple(src), shape=inner_shape), steps
 
     def fix(node):
         if node.op is not Op.STORE:
             return node
-        inner, steps = hoist(node.src[0])
+        inner, steps = drive(hoist(node.src[0]))
         if not steps:
             return node.replace(src=(inner,))
         view = tuple((k.value, a) for k, a in _inverse(steps)) + node.arg.view
@@ -115,10 +125,15 @@ def _check_writable(node, operand):
 
 
 def _accum_dependence():
-    @functools.lru_cache(maxsize=None)
-    def depends(node):
-        return node.op is Op.ACCUM or any(depends(s) for s in node.src)
-    return depends
+    @memoised
+    def walk(node):
+        if node.op is Op.ACCUM:
+            return True
+        for s in node.src:
+            if (yield walk(s)):
+                return True
+        return False
+    return lambda node: drive(walk(node))
 
 
 def _fit(operand, full_shape, steps):
@@ -128,9 +143,9 @@ def _fit(operand, full_shape, steps):
     pad = len(full_shape) - len(operand.shape)
     out = operand
     if pad:
-        out = _pad(out, pad)
+        out = drive(_pad(out, pad))
     if steps[0][0] is Op.RESHAPE and tuple(out.shape) != tuple(full_shape):
-        out = _stretch(out, full_shape)
+        out = drive(_stretch(out, full_shape))
     return out
 
 
@@ -138,7 +153,10 @@ def _pad(node, k):
     shape = (1,) * k + tuple(node.shape)
     if node.op is Op.LOAD:
         return node.replace(arg=_with_view(node.arg, node.arg.view + (("pad", k),)), shape=shape)
-    return node.replace(src=tuple(_pad(s, k) if s.shape else s for s in node.src), shape=shape)
+    src = []
+    for s in node.src:                     # a generator run by drive, like down and hoist
+        src.append((yield _pad(s, k)) if s.shape else s)
+    return node.replace(src=tuple(src), shape=shape)
 
 
 def _stretch(node, shape):
@@ -146,7 +164,10 @@ def _stretch(node, shape):
         return node.replace(arg=_with_view(node.arg, node.arg.view + (("broadcast", tuple(shape)),)), shape=shape)
     if node.op in (Op.CONST, Op.SCALAR):
         return node
-    return node.replace(src=tuple(_stretch(s, shape) for s in node.src), shape=shape)
+    src = []
+    for s in node.src:                     # a generator run by drive, like down and hoist
+        src.append((yield _stretch(s, shape)))
+    return node.replace(src=tuple(src), shape=shape)
 
 
 def _inverse(steps):

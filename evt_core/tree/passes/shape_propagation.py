@@ -6,14 +6,13 @@ is left, every LOAD and STORE operand has its role: `dims` (which problem axis e
 dimension runs along, or 1 for a broadcast dimension) and a view ending in ("place", ...)
 into the rank-3 (L, M, N) frame. Roles, not extents, are what a tree is specialised on.
 """
-import functools
 from dataclasses import replace
 
 from ...errors import ShapeError
 from ..ir import accum_axes, describe
 from ..ops import AXES, ELEMENTWISE, LAYOUT, Op, REDUCTIONS
 from ..shapes import fits_problem, infer_shape
-from .rewrite import rewrite
+from .rewrite import drive, memoised, rewrite
 
 
 def propagate_shapes(tree):
@@ -39,17 +38,20 @@ def propagate_shapes(tree):
 
 def value_axes(batched):
     """node -> frozenset of the problem axes the value varies along (structural, not extents)."""
-    @functools.lru_cache(maxsize=None)
-    def axes(n):
+    @memoised
+    def axes(n):                           # a recursive generator: drive runs it without recursion
         if n.op is Op.ACCUM:
             return accum_axes(batched)
         if n.op is Op.LOAD:
             frame = (1,) * (3 - len(n.shape)) + tuple(n.shape)
             return frozenset(a for a, e in zip(AXES, frame) if e != 1)
         if n.op in REDUCTIONS:
-            return axes(n.src[0]) - n.arg
-        return frozenset().union(*(axes(s) for s in n.src)) if n.src else frozenset()
-    return axes
+            return (yield axes(n.src[0])) - n.arg
+        out = frozenset()
+        for s in n.src:
+            out = out.union((yield axes(s)))
+        return out
+    return lambda n: drive(axes(n))
 
 
 def _check_fits(node, tree):
