@@ -66,7 +66,7 @@ def scalar_value(name, v):
     if isinstance(v, (bool, np.bool_)):
         raise ArgumentError(f"scalar {name!r} is the bool {v!r}; pass a number ({name}={float(v)!r})")
     if isinstance(v, numbers.Real):
-        return _in_fp32_range(name, float(v))
+        return _in_fp32_range(name, _as_float(name, v))
     if hasattr(v, "shape") and hasattr(v, "dtype"):     # NumPy, CuPy, torch
         if tuple(v.shape) == () and _real_kind(v.dtype):
             return _in_fp32_range(name, float(v))
@@ -81,9 +81,34 @@ def scalar_value(name, v):
 def _in_fp32_range(name, v):
     """Scalars are passed to kernels as fp32: a finite value beyond its range would be inf."""
     if math.isfinite(v) and abs(v) > FP32_MAX and math.isinf(_as_fp32(v)):
-        raise ArgumentError(f"scalar {name!r} = {v!r} is beyond float32's range (+-3.4e38); kernels take "
-                            "scalars as float32, where it would be inf")
+        raise ArgumentError(_beyond_fp32(name, v))
     return v
+
+
+def _as_float(name, v):
+    """float(v) of a real number; an int or Fraction beyond even float64's range (float()
+    raises OverflowError) is refused like any other finite value beyond float32's."""
+    try:
+        return float(v)
+    except OverflowError:
+        raise ArgumentError(_beyond_fp32(name, v)) from None
+
+
+def _beyond_fp32(name, v):
+    return (f"scalar {name!r} = {number_text(v)} is beyond float32's range (+-3.4e38); kernels take "
+            "scalars as float32, where it would be inf")
+
+
+def number_text(x):
+    """repr(x) for an error message, but a huge int or Fraction as its order of magnitude: its
+    repr has hundreds of digits, and past 4300 digits int's str limit makes repr itself raise."""
+    try:
+        f = float(x)
+    except OverflowError:
+        n = int(abs(x))                 # math.log10 takes ints of any size
+        m = math.log10(n)
+        return f"~{'-' if x < 0 else ''}{10 ** (m % 1):.3g}e+{int(m)}"
+    return f"~{f:.3g}" if isinstance(x, numbers.Rational) and abs(f) >= 1e16 else repr(x)
 
 
 def _as_fp32(v):
@@ -112,6 +137,11 @@ def _plain(x):
         return x
     if isinstance(x, np.matrix):
         x = np.asarray(x)
+    if any(s < 0 and e < 2 for e, s in zip(x.shape, x.strides)):
+        # an axis with one element reads no stride, and NumPy flags such a view contiguous
+        # (ascontiguousarray returns it as is): give it the stride's magnitude instead
+        x = np.lib.stride_tricks.as_strided(x, strides=tuple(abs(s) if e < 2 else s for e, s in zip(x.shape, x.strides)),
+                                            writeable=x.flags.writeable)
     if any(s < 0 or s % x.itemsize for s in x.strides):
         x = np.ascontiguousarray(x)
     return x

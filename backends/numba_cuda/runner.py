@@ -364,6 +364,8 @@ class _Mirrors:
             return x.ptr
         raw = arrays.host_bytes(x)
         if simulator():
+            if not output:      # the simulator copies every argument back after the kernel:
+                raw = raw.copy()     # into a read-only mapping (np.memmap mode "r") that faults
             return raw.view(x.dtype) if raw.size else np.empty(1, x.dtype)
         buf = driver.DeviceBuffer(raw.size)
         if not output or poison_requested():

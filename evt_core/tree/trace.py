@@ -13,6 +13,7 @@ import textwrap
 
 import numpy as np
 
+from ..call import _real_kind, number_text
 from ..dtypes import dtype_name
 from ..errors import EvtError, ShapeError, TraceError
 from ..program import Operand
@@ -33,7 +34,7 @@ class TensorSpec:
     (default row-major)."""
 
     def __init__(self, shape, dtype, strides=None):
-        self.shape = tuple(int(e) for e in shape)
+        self.shape = _spec_ints(shape, "shape", "TensorSpec", "(4, 6)")
         if any(e < 0 for e in self.shape):
             raise ShapeError(f"TensorSpec{self.shape}: extents must be non-negative")
         self.dtype = dtype_name(dtype, f"TensorSpec{self.shape}")
@@ -42,12 +43,27 @@ class TensorSpec:
             for e in reversed(self.shape):
                 strides.insert(0, step)
                 step *= max(e, 1)
+        strides = _spec_ints(strides, "strides", f"TensorSpec{self.shape}", "(6, 1)")
         if len(strides) != len(self.shape):
             raise TraceError(f"TensorSpec{self.shape}: {len(strides)} strides given for {len(self.shape)} dims")
-        self.element_strides = tuple(int(s) for s in strides)
+        self.element_strides = strides
 
     def __repr__(self):
         return f"TensorSpec({self.shape}, {self.dtype!r}, strides={self.element_strides})"
+
+
+def _spec_ints(values, field, what, example):
+    """A TensorSpec's shape or strides as a tuple of Python ints (NumPy integers included), as
+    ops.reshape takes its shape; int() would truncate 4.7 to 4 silently and turn 'M' or None
+    into a bare ValueError/TypeError."""
+    if not isinstance(values, (tuple, list)):
+        raise ShapeError(f"{what}: {field}={values!r} is not a tuple of ints (it is {type(values).__name__}); "
+                         f"pass e.g. {field}={example}")
+    for v in values:
+        if not isinstance(v, numbers.Integral) or isinstance(v, bool):
+            raise ShapeError(f"{what}: {field}={tuple(values)!r} holds {v!r} ({type(v).__name__}); every entry "
+                             f"must be an int, e.g. {field}={example}")
+    return tuple(int(v) for v in values)
 
 
 class Value:
@@ -138,10 +154,14 @@ def _node_of(x, op):
 def fp32_constant(x, what):
     """float(x) rounded to fp32 (constants compute in fp32), or TraceError when a finite x is
     beyond fp32's range: it would silently become inf."""
-    with np.errstate(over="ignore"):
-        v = float(np.float32(x))
-    if math.isinf(v) and math.isfinite(float(x)):
-        raise TraceError(f"{what}, {x!r}, is beyond float32's range (+-3.4e38) and would become inf; "
+    try:
+        with np.errstate(over="ignore"):
+            v = float(np.float32(x))
+        finite = math.isfinite(float(x))
+    except OverflowError:           # an int or Fraction beyond even float64's range
+        v, finite = math.inf, True
+    if math.isinf(v) and finite:
+        raise TraceError(f"{what}, {number_text(x)}, is beyond float32's range (+-3.4e38) and would become inf; "
                          "rescale it, or write float('inf') if inf is meant")
     return v
 
@@ -167,9 +187,13 @@ def _example_of(name, x):
     dt = dtype_name(str(x.dtype).replace("torch.", ""), f"example {name!r}")
     if callable(getattr(x, "stride", None)):          # torch: element strides
         strides = tuple(x.stride())
-    else:
+    elif getattr(x, "strides", None) is not None:     # NumPy, CuPy: byte strides
         item = np.dtype(x.dtype).itemsize
         strides = tuple(s // item for s in x.strides)
+    else:       # a duck array (JAX, ...): its layout, which the tree is specialised on, is unknown
+        raise TraceError(f"example for {name!r} is a {type(x).__name__} with a shape and dtype but no strides "
+                         "(neither torch's .stride() nor NumPy's .strides), so its layout is unknown; pass a "
+                         f"NumPy array, a torch tensor or evt_core.TensorSpec({shape}, {dt!r}) instead")
     return shape, dt, strides
 
 
@@ -183,6 +207,11 @@ def _parameter(name, example, problem):
     if isinstance(example, (bool, np.bool_)) or isinstance(example, str):
         raise TraceError(f"example for {name!r} is the {type(example).__name__} {example!r}; give a float for a "
                          "run-time scalar, or an array or TensorSpec for a tensor input")
+    if isinstance(example, np.ndarray) and example.ndim == 0 and not _real_kind(example.dtype):
+        # as for a Python number: only a real float or integer is a scalar (call's scalar_value
+        # takes the same 0-d arrays at run time)
+        raise TraceError(f"example for {name!r} is a 0-d array of dtype {example.dtype}; give a float (or a 0-d "
+                         "float array) for a run-time scalar, or an array or TensorSpec for a tensor input")
     if isinstance(example, numbers.Real) or isinstance(example, np.ndarray) and example.ndim == 0:
         return Node(Op.SCALAR, arg=name)
     shape, dt, strides = _example_of(name, example)

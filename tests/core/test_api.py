@@ -140,3 +140,19 @@ def test_kernel_exposes_stages_and_dump(tmp_path, monkeypatch):
     k = evt_core.compile(t, backend="numpy")
     assert "tanh" in k.stages["program"]
     assert any(p.name.endswith(".program.txt") for p in tmp_path.iterdir())
+
+
+def test_a_negative_stride_on_a_one_element_axis_is_made_positive_without_a_copy():
+    """x[:, ::-1] of an (M, 1) column: NumPy flags it contiguous, so a copy would not change
+    its (4, -4) strides, which a device mirror cannot address (numba_cuda refused it, naming no
+    input). The one-element axis reads no stride: its magnitude is given instead."""
+    import numpy as np
+
+    from evt_core.call import _plain
+    c = np.arange(4, dtype=np.float32).reshape(4, 1)[:, ::-1]
+    assert c.strides == (4, -4)
+    got = _plain(c)
+    assert got.strides == (4, 4) and np.shares_memory(got, c) and np.array_equal(got, c)
+    ro = c.copy()[:, ::-1]
+    ro.flags.writeable = False
+    assert not _plain(ro).flags.writeable

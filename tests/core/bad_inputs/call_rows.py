@@ -95,6 +95,10 @@ def rows(backend, simulator=False):
             "'alpha'"),
         Row("scalar-beyond-fp32", lambda: _call(be, A, B, **_with(alpha=1e39)), ArgumentError,
             "'alpha' = 1e+39 is beyond float32"),
+        Row("scalar-int-beyond-float64", lambda: _call(be, A, B, **_with(alpha=10 ** 400)), ArgumentError,
+            "'alpha' = ~1e+400 is beyond float32"),
+        Row("scalar-fraction-beyond-float64", lambda: _call(be, A, B, **_with(alpha=Fraction(10 ** 400, 3))),
+            ArgumentError, "'alpha' = ~3.33e+399 is beyond float32"),
         Row("scalar-inf-is-valid", lambda: _valid(be, alpha=float("inf"), clean={"alpha": np.inf}), None),
         Row("scalar-bad-after-good-call", lambda: _twice(be, _with(alpha="0.5")), ArgumentError, "'alpha'"),
         # ---- batches

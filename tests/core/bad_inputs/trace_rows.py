@@ -187,12 +187,26 @@ ROWS = [
     Row("permute-not-a-permutation", _epi(lambda a: ops.permute(a, (0, 0))), TraceError, "permute(accum, (0, 0))"),
     Row("constant-beyond-fp32", _epi(lambda a: a * 1e300), TraceError, "1e+300, is beyond float32"),
     Row("output-constant-beyond-fp32", _epi(lambda a: -1e39), TraceError, "output 'D'"),
+    Row("constant-int-beyond-float64", _epi(lambda a: a * 10 ** 400), TraceError, "~1e+400, is beyond float32"),
+    Row("output-constant-int-beyond-float64", _epi(lambda a: 10 ** 400), TraceError, "output 'D', ~1e+400"),
     Row("constant-inf-is-valid", lambda: _same_as(lambda a: ops.minimum(a, float("inf")), lambda a: a * 1.0), None),
     Row("output-a-bool", _epi(lambda a: True), TraceError, "output 'D' is a bool"),
     # ---- examples
     Row("example-a-list", lambda: trace(_fn_with("C"), C=[1.0] * N, D=D), TraceError, "example for 'C' is a list"),
     Row("example-a-string", lambda: trace(_fn_with("alpha"), alpha="0.5", D=D), TraceError, "'alpha'"),
     Row("example-a-bool", lambda: trace(_fn_with("alpha"), alpha=True, D=D), TraceError, "'alpha' is the bool"),
+    Row("example-0d-bool-array", lambda: trace(_fn_with("alpha"), alpha=np.array(True), D=D), TraceError,
+        "'alpha' is a 0-d array of dtype bool"),
+    Row("example-0d-str-array", lambda: trace(_fn_with("alpha"), alpha=np.array("0.5"), D=D), TraceError,
+        "'alpha' is a 0-d array of dtype <U3"),
+    Row("example-0d-complex-array", lambda: trace(_fn_with("alpha"), alpha=np.array(1 + 2j), D=D), TraceError,
+        "'alpha' is a 0-d array of dtype complex128"),
+    Row("example-0d-object-array", lambda: trace(_fn_with("alpha"), alpha=np.array(None), D=D), TraceError,
+        "'alpha' is a 0-d array of dtype object"),
+    Row("example-0d-bytes-array", lambda: trace(_fn_with("alpha"), alpha=np.array(b"x"), D=D), TraceError,
+        "'alpha' is a 0-d array of dtype |S1"),
+    Row("example-without-strides", lambda: trace(_fn_with("C"), C=_NoStrides(), D=D), TraceError,
+        "example for 'C' is a _NoStrides with a shape and dtype but no strides"),
     Row("example-output-float64", lambda: trace(lambda accum: {"D": accum}, D=empty((M, N), np.float64)),
         DTypeError, "example 'D' has dtype float64"),
     Row("example-output-big-endian", lambda: trace(lambda accum: {"D": accum}, D=empty((M, N), ">f2")),
@@ -205,8 +219,24 @@ ROWS = [
     Row("tensorspec-float64", lambda: TensorSpec((M, N), "float64"), DTypeError, "TensorSpec(4, 6) has dtype"),
     Row("tensorspec-stride-count", lambda: TensorSpec((M, N), "float16", strides=(1,)), TraceError,
         "1 strides given for 2 dims"),
+    Row("tensorspec-shape-a-name", lambda: TensorSpec(("M", N), "float16"), ShapeError, "shape=('M', 6) holds 'M'"),
+    Row("tensorspec-shape-None", lambda: TensorSpec(None, "float16"), ShapeError, "shape=None is not a tuple"),
+    Row("tensorspec-shape-an-int", lambda: TensorSpec(M, "float16"), ShapeError, "shape=4 is not a tuple"),
+    Row("tensorspec-shape-inf", lambda: TensorSpec((math.inf, N), "float16"), ShapeError, "shape=(inf, 6) holds inf"),
+    Row("tensorspec-shape-non-integral", lambda: TensorSpec((4.7, N), "float16"), ShapeError,
+        "shape=(4.7, 6) holds 4.7"),
+    Row("tensorspec-shape-integral-float", lambda: TensorSpec((4.0, N), "float16"), ShapeError,
+        "shape=(4.0, 6) holds 4.0"),
+    Row("tensorspec-strides-an-int", lambda: TensorSpec((M, N), "float16", strides=N), ShapeError,
+        "TensorSpec(4, 6): strides=6 is not a tuple"),
+    Row("tensorspec-strides-None-entry", lambda: TensorSpec((M, N), "float16", strides=(None, 1)), ShapeError,
+        "strides=(None, 1) holds None"),
+    Row("tensorspec-strides-non-integral", lambda: TensorSpec((M, N), "float16", strides=(6.9, 1)), ShapeError,
+        "strides=(6.9, 1) holds 6.9"),
+    Row("tensorspec-numpy-ints", lambda: _numpy_int_spec(), None),
     Row("example-np-float32-scalar", lambda: _same_scalar(np.float32(0.5)), None),
     Row("example-0d-array-scalar", lambda: _same_scalar(np.array(0.5)), None),
+    Row("example-0d-int-array-scalar", lambda: _same_scalar(np.array(1, np.int32)), None),
 ]
 
 
@@ -215,3 +245,17 @@ def _same_scalar(example):
     A, B = np.ones((M, 2), np.float16), np.ones((2, N), np.float16)
     trees = [trace(_fn_with("alpha"), alpha=ex, D=D) for ex in (example, 0.5)]
     return tuple(evt_core.interpret(t, A, B, alpha=0.25) for t in trees)
+
+
+class _NoStrides:
+    """A duck array (as JAX's): a shape and a dtype, but neither .strides nor .stride()."""
+    shape, dtype = (M, N), np.dtype(np.float32)
+
+
+def _numpy_int_spec():
+    """A TensorSpec of NumPy-integer extents and strides traces like one of Python ints."""
+    A, B = np.ones((M, 2), np.float16), np.ones((2, N), np.float16)
+    C = np.arange(M * N, dtype=np.float32).reshape(M, N)
+    specs = [TensorSpec((np.int64(M), np.int32(N)), "float32", strides=[np.int64(1), np.uint8(M)]),
+             TensorSpec((M, N), "float32", strides=(1, M))]
+    return tuple(evt_core.interpret(trace(_fn_with("C"), C=spec, D=D), A, B, C=C) for spec in specs)
