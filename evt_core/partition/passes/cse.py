@@ -1,6 +1,8 @@
 """Common-subexpression elimination (design doc 4.7): hash-based value numbering."""
 from __future__ import annotations
 
+import struct
+
 from ..graph import Graph
 from ..optable import Kind
 from .rewrite import copy, dce
@@ -18,7 +20,7 @@ def eliminate_common_subexpressions(g: Graph) -> Graph:
         key = None
         if node.kind not in (Kind.INPUT, Kind.OPAQUE):
             operands = tuple(sorted(ins)) if node.op in COMMUTATIVE else tuple(zip(node.params, ins))
-            key = (node.op, operands, node.attrs)
+            key = (node.op, operands, _exact(node.attrs))
         if key in seen:
             m[node.name] = seen[key]
             continue
@@ -27,3 +29,13 @@ def eliminate_common_subexpressions(g: Graph) -> Graph:
             seen[key] = m[node.name]
     out.outputs = [m[o] for o in g.outputs]
     return dce(out)
+
+
+def _exact(value):
+    """`value` with every float as its bits: == identifies 0.0 with -0.0 (full(0.0) and
+    full(-0.0) are different constants: 1/x tells them apart) and never a NaN with itself."""
+    if isinstance(value, float):
+        return ("float", struct.pack("<d", value))
+    if isinstance(value, (tuple, list)):
+        return tuple(_exact(v) for v in value)
+    return value
