@@ -70,6 +70,12 @@ class Kernel:
     options: dict = field(default_factory=dict)
     compile_seconds: float = 0.0
 
+    def __reduce__(self):
+        # Compiled code is process-local (device modules, closures): a kernel pickles as its
+        # tree, backend and options and is compiled again where it is loaded (a disk-cache hit
+        # for the GPU backends), so it can go to worker processes.
+        return _compiled, (self.tree, self.backend, dict(self.options))
+
     def __call__(self, *args, **inputs):
         """kernel(A, B, **inputs). Arguments are checked and normalised (evt_core.call) before
         the backend's `run` sees them, so every backend refuses the same bad calls alike.
@@ -107,3 +113,9 @@ class Kernel:
 
     def __repr__(self):
         return f"<Kernel backend={self.backend} outputs={list(self.tree.program.result_names)}>"
+
+
+def _compiled(tree, backend, options):
+    """Kernel.__reduce__'s inverse."""
+    from .api import compile as compile_tree
+    return compile_tree(tree, backend=backend, **options)

@@ -149,3 +149,22 @@ def test_squaring_chain_is_not_exponential():
         want = want * want + np.float32(0.25)
     np.testing.assert_array_equal(both(tree, A, B)["D"], want)
 
+
+
+def test_a_kernel_pickles_as_its_tree_backend_and_options():
+    """A compiled kernel went to another process as a bare AttributeError (its backend's
+    closure); it now pickles as what compiles it again."""
+    import pickle
+
+    import numpy as np
+
+    import evt_core
+    rng = np.random.default_rng(0)
+    A, B = rng.standard_normal((8, 4)).astype(np.float32), rng.standard_normal((4, 6)).astype(np.float32)
+    bias = rng.standard_normal(6).astype(np.float32)
+    tree = evt_core.trace(lambda accum, bias: {"D": evt_core.ops.relu(accum + bias)},
+                          {"accum": np.empty((8, 6), np.float32), "bias": bias, "D": np.empty((8, 6), np.float16)})
+    kernel = evt_core.compile(tree, backend="numpy")
+    again = pickle.loads(pickle.dumps(kernel))
+    assert again.backend == "numpy" and again.options == kernel.options
+    assert np.array_equal(again(A, B, bias=bias)["D"], kernel(A, B, bias=bias)["D"])
