@@ -14,6 +14,7 @@ import numpy as np
 from ..bind import bind, numpy_alloc, problem_shape
 from ..dtypes import DTYPES, round_to
 from ..errors import ShapeError, UnsupportedError
+from ..tree.ir import postorder
 from ..tree.ops import AXES, ELEMENTWISE, Op, REDUCTIONS
 
 
@@ -45,7 +46,11 @@ class _Env:
         """Value of `n` with TOPO placeholders bound to `args`; `memo` belongs to one
         evaluation of one body (the same body node means other values under other args)."""
         if n not in memo:
-            memo[n] = self._eval(n, args, memo)
+            # operands first, in post-order (a deep chain must not recurse once per level);
+            # _eval's own calls for operands are then memo hits, a TOPO body a fresh walk
+            for m in postorder((n,)):
+                if m not in memo:
+                    memo[m] = self._eval(m, args, memo)
         return memo[n]
 
     def _eval(self, n, args, memo):

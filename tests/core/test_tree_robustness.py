@@ -168,3 +168,12 @@ def test_a_kernel_pickles_as_its_tree_backend_and_options():
     again = pickle.loads(pickle.dumps(kernel))
     assert again.backend == "numpy" and again.options == kernel.options
     assert np.array_equal(again(A, B, bias=bias)["D"], kernel(A, B, bias=bias)["D"])
+
+
+def test_the_tree_walker_evaluates_a_deep_chain():
+    """The reference walker (the independent side of properties/test_program_eval.py)
+    recursed once per level as well."""
+    from evt_core.interpreter.reference import interpret as walk
+    A, B = ints((M, K)), ints((K, N))
+    tree = evt_core.trace(_chain(lambda x: x * 0.5 + 0.25), examples("D"))
+    np.testing.assert_array_equal(walk(tree, A, B)["D"], evt_core.interpret(tree, A, B)["D"])
