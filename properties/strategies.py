@@ -172,7 +172,8 @@ class _Builder:
         else:
             bound = {"tanh": 1.0, "sigmoid": 1.0, "exp": math.e * (1 + 1e-6), "rsqrt": 1.0,
                      "gelu_tanh_grad": 1.2, "gelu_grad": 1.2, "log": math.log1p(mg[a[0]]) + 1e-3,
-                     "sqrt": math.sqrt(mg[a[0]]) + 1e-3}.get(op, mg[a[0]] * 1.0001 if a else 0)
+                     "sqrt": math.sqrt(mg[a[0]]) + 1e-3,
+                     "erf": min(1.0, 2 / math.sqrt(math.pi) * mg[a[0]]) * 1.0001}.get(op, mg[a[0]] * 1.0001 if a else 0)
             if op == "div":
                 bound = mg[a[0]]
             return bound, 0, False, dep
