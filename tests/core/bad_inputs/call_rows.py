@@ -33,6 +33,15 @@ def _valid(backend, A=None, B=None, clean=None, tree=None, **changes):
     return against_reference(backend, tree or bias_tree(), A, B, inputs, (cA, cB, cin))
 
 
+def _read_only_memmap(x):
+    """x as a read-only file mapping (np.memmap mode "r"): the CUDA simulator writes every
+    kernel argument back after the launch, which faulted on such a mapping."""
+    import tempfile
+    path = tempfile.NamedTemporaryFile(suffix=".bin", delete=False).name
+    np.asarray(x).tofile(path)
+    return np.memmap(path, dtype=x.dtype, mode="r", shape=x.shape)
+
+
 def _huge(backend):
     """M = 2**40 rows through a stride-0 view (no memory for A itself): D cannot be allocated."""
     A = np.lib.stride_tricks.as_strided(np.ones(K, np.float16), (2 ** 40, K), (0, 2))
@@ -142,6 +151,8 @@ def rows(backend, simulator=False):
         Row("C-negative-strides", lambda: _valid(be, C=lambda x: x[::-1].copy()[::-1]), None),
         Row("A-negative-strides", lambda: _valid(be, A=lambda a: a[:, ::-1].copy()[:, ::-1]), None),
         Row("A-column-major", lambda: _valid(be, A=np.asfortranarray), None),
+        Row("C-read-only-memmap", lambda: _valid(be, C=_read_only_memmap), None),
+        Row("A-read-only-memmap", lambda: _valid(be, A=_read_only_memmap), None),
         Row("C-column-major", lambda: _valid(be, C=np.asfortranarray), None),
         Row("C-strided-slice", lambda: _valid(be, C=lambda x: np.repeat(x, 2, axis=1)[:, ::2]), None),
         Row("bias-broadcast-stride-0", lambda: _valid(be, bias=lambda x: np.broadcast_to(x[:1], (N,)),
