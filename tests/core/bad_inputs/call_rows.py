@@ -36,10 +36,14 @@ def _valid(backend, A=None, B=None, clean=None, tree=None, **changes):
 def _read_only_memmap(x):
     """x as a read-only file mapping (np.memmap mode "r"): the CUDA simulator writes every
     kernel argument back after the launch, which faulted on such a mapping."""
+    import os
     import tempfile
-    path = tempfile.NamedTemporaryFile(suffix=".bin", delete=False).name
+    fd, path = tempfile.mkstemp(suffix=".bin")
+    os.close(fd)
     np.asarray(x).tofile(path)
-    return np.memmap(path, dtype=x.dtype, mode="r", shape=x.shape)
+    mapped = np.memmap(path, dtype=x.dtype, mode="r", shape=x.shape)
+    os.unlink(path)          # the mapping keeps the data; no file is left behind
+    return mapped
 
 
 def _huge(backend):
