@@ -319,6 +319,8 @@ def test_split_k_source_walks_tile_split_units_and_fixes_up_per_warpgroup():
     base = canonical_spec(prog, "float16", "sm90")
     src = generate(prog, dataclasses.replace(base, split_k=4), TileConfig(128, 256, 64, stages=4))
     assert src.count("u < a.tiles * ns") == 2                      # producer and consumers
+    # split-major units: the CTAs running together share one K range of A and B through L2
+    assert src.count("const int t = u % a.tiles, sp = u / a.tiles;") == 2
     assert "atomicAdd((unsigned*)skc + t * 2 + wg, 1u)" in src and "__ldcg(part" in src
     assert "const unsigned long long skw, const unsigned long long skc" in src
     assert "(k0 > kbeg || k > 0)" in src

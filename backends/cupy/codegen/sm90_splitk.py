@@ -4,7 +4,11 @@ run on a GPU).
 A GEMM whose output is a few tiles over a long K (a weight gradient over many rows) keeps only
 a few SMs busy when each tile is one CTA's work. With split_k = S the work units are (tile,
 split) pairs: split sp of a tile runs k-blocks [sp·KB/ns, (sp+1)·KB/ns) with ns = min(S, KB), so
-no split is empty. Each consumer warpgroup owns 64 rows of its tile, so the fix-up is per
+no split is empty. Units are numbered split-major (u = sp·tiles + t), so the CTAs running at the
+same time hold every tile of one K range: each k-block of A and B comes from DRAM once and is
+shared through L2 by the tiles that read it. Numbered tile-major (the first order), concurrent
+CTAs held one tile's different K ranges, so A and B were re-read from DRAM once per round of
+units: 1024×1024×16384 at 8 splits was 94 µs against 82 unsplit (H200, 2026-12-01). Each consumer warpgroup owns 64 rows of its tile, so the fix-up is per
 (tile, warpgroup): the warpgroup stores its fp32 accumulators into its workspace slot, fences,
 and bumps the (tile, warpgroup) counter; the one that bumps it last sums every split's
 partials (in split order, so runs are bit-identical) into its registers, resets the counter for
@@ -31,7 +35,7 @@ def unit_loop(spec, bk, indent):
     i = indent
     head = (f"const int KBT = (a.K + {bk - 1}) / {bk}, ns = min({spec.split_k}, KBT);\n"
             f"{i}for (int u = blockIdx.x; u < a.tiles * ns; u += gridDim.x, ++it) {{\n"
-            f"{i}  const int t = u / ns, sp = u % ns;\n"
+            f"{i}  const int t = u % a.tiles, sp = u / a.tiles;   // split-major: see the module doc\n"
             f"{i}  const int kbeg = (int)((long long)sp * KBT / ns) * {bk};\n"
             f"{i}  const int kend = min(a.K, (int)((long long)(sp + 1) * KBT / ns) * {bk});")
     return head, "kbeg", "kend"
