@@ -27,7 +27,8 @@ class CupyBackend(Backend):
                # wgmma transposed (False: such an A takes the scalar sm80 loader)
                "a_mn_major_tma": True,
                # sm90 cooperative: split K over this many CTAs per output tile, for few-tile,
-               # long-K GEMMs (weight gradients over many rows); 1 until it has run on a GPU
+               # long-K GEMMs (weight gradients over many rows); "auto": as many as fill one
+               # wave where the tiles fill under half of the SMs (backends/gpu/splitk.py)
                "split_k": 1}
 
     def available(self):
@@ -59,8 +60,8 @@ class CupyBackend(Backend):
             raise UnsupportedError(f"mainloop={opts['mainloop']!r} is not one of {MAINLOOPS}")
         if opts["fast_math"] not in (True, False, "auto"):
             raise UnsupportedError(f"fast_math={opts['fast_math']!r} is not True, False or 'auto'")
-        if type(opts["split_k"]) is not int or not 1 <= opts["split_k"] <= 64:
-            raise UnsupportedError(f"split_k={opts['split_k']!r}: pass an int from 1 to 64")
+        if opts["split_k"] != "auto" and (type(opts["split_k"]) is not int or not 1 <= opts["split_k"] <= 64):
+            raise UnsupportedError(f"split_k={opts['split_k']!r}: pass an int from 1 to 64, or 'auto'")
         for flag in ("a_mn_major_tma", "aux_ring"):
             if type(opts[flag]) is not bool:
                 raise UnsupportedError(f"{flag}={opts[flag]!r}: pass True or False")

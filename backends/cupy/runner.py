@@ -47,7 +47,8 @@ class CupyRunner:
             dev = cp.cuda.Device()
             cc = dev.compute_capability
             name = cp.cuda.runtime.getDeviceProperties(dev.id)["name"]
-            self._device = ((int(cc[:-1]), int(cc[-1])), name.decode() if isinstance(name, bytes) else str(name))
+            self._device = ((int(cc[:-1]), int(cc[-1])), name.decode() if isinstance(name, bytes) else str(name),
+                            dev.attributes["MultiProcessorCount"])
         return self._device
 
     def _build(self, spec, cfg):
@@ -131,7 +132,8 @@ class CupyRunner:
         alloc = _RecordingAllocator(side, A)
         bound = bind(self.program, dA, dB, dev, alloc.alloc, alloc.fill, upload=to_device)
         report = []
-        spec = decide_spec(self.program, bound, self.options, self._device_info()[0], report)
+        spec = decide_spec(self.program, bound, self.options, self._device_info()[0], report,
+                           sms=self._device_info()[2])
         kernel = self._select(spec, bound, report)
         if self.stages is not None:
             self.stages["fast_paths"] = fast_path_summary(self.program, kernel.spec, kernel.cfg, report)

@@ -11,6 +11,7 @@ from .codegen.sm90_overlap import refusal as overlap_refusal, require as overlap
 from .codegen.plan import N_BROADCAST, N_GENERIC, N_UNIT, N_UNIT_PAIR, Spec, TileConfig
 from ..gpu.fastmath import fast_ops  # noqa: F401  (the shared rule; backend.py imports it from here)
 from ..gpu.reductions import dense_as_workspace
+from ..gpu import sm90 as sm90_geometry, splitk
 from ..gpu.sm90 import tma_rows_ok
 from .codegen.sm90_io import ring_holds_aux
 
@@ -45,10 +46,11 @@ def _async_ok(ptr, row_stride, batch_stride, inner_extent, item):
     return ptr % 16 == 0 and row_stride % epc == 0 and batch_stride % epc == 0 and inner_extent % epc == 0
 
 
-def decide_spec(program, bound, options, cc, report=None):
+def decide_spec(program, bound, options, cc, report=None, sms=None):
     """The Spec for this call. Raises UnsupportedError when mainloop="sm90" is forced on a call
     TMA cannot take, naming the operand and why. `report`, a list, receives one line per
-    tensor that a fast path (aux_tma, tma_store_all) could not take, with the reason."""
+    tensor that a fast path (aux_tma, tma_store_all) could not take, with the reason. sms: the
+    GPU's SM count, which split_k="auto" reads (backends/gpu/splitk.split_count)."""
     if report is None:
         report = []
     dt = bound.dtype
@@ -72,7 +74,7 @@ def decide_spec(program, bound, options, cc, report=None):
     in_cls = tuple(n_class(t.strides, t.array.ptr, op.dtype) for t, op in zip(bound.inputs, program.inputs))
     out_cls = tuple(n_class(t.strides, t.array.ptr, op.dtype) for t, op in zip(bound.outputs, program.outputs))
     tma_out, tma_extra, aux_tma = -1, (), ()
-    split = int(options.get("split_k", 1)) if use90 else 1
+    split = _splits(options.get("split_k", 1), bound, sms) if use90 else 1
     if use90:
         storable = []
         for i, (t, op) in enumerate(zip(bound.outputs, program.outputs)):
@@ -130,6 +132,17 @@ def decide_spec(program, bound, options, cc, report=None):
                 fm is True, fast_ops(program) if fm == "auto" else (), direct, a_kmajor=a_kmajor or not use90,
                 split_k=split, aux_ring=bool(options.get("aux_ring", True)))
     return _fit_options(program, spec, report)
+
+
+def _splits(option, bound, sms):
+    """split_k's value for this call: the int given, or for "auto" the shared rule on the
+    128 x 128 tile count (the autotuner's tiles are that or wider)."""
+    if option != "auto":
+        return int(option)
+    if not sms:
+        raise UnsupportedError("split_k='auto' needs the GPU's SM count (decide_spec(..., sms=))")
+    tiles = bound.L * -(-bound.M // 128) * -(-bound.N // 128)
+    return splitk.split_count(tiles, -(-bound.K // sm90_geometry.BK), sms)
 
 
 def _direct_ok(red, t, bound):

@@ -313,6 +313,17 @@ def test_split_k_takes_the_cooperative_schedule_and_gives_up_aux_tma():
     assert decide_spec(prog, b, dict(opts, split_k=1), (9, 0)).split_k == 1
 
 
+def test_split_k_auto_fills_one_wave_of_few_tile_long_k_gemms():
+    prog = P.identity()
+    opts = {"mainloop": "auto", "deterministic": False, "split_k": "auto"}
+    b = _bound(256, 2048, 16384, (0, 16384, 1), (0, 16384, 1))    # 32 tiles of 128 x 128
+    assert decide_spec(prog, b, opts, (9, 0), sms=132).split_k == 4
+    assert decide_spec(prog, _bound(4096, 2048, 16384, (0, 16384, 1), (0, 16384, 1)), opts, (9, 0),
+                       sms=132).split_k == 1                          # 512 tiles: no split
+    with pytest.raises(UnsupportedError, match="SM count"):
+        decide_spec(prog, b, opts, (9, 0))
+
+
 def test_split_k_source_walks_tile_split_units_and_fixes_up_per_warpgroup():
     import dataclasses
     prog = P.identity()

@@ -1,20 +1,13 @@
-"""Serial split-K for the cooperative sm90 kernel (option split_k; off by default until it has
-run on a GPU).
+"""Serial split-K for the cooperative sm90 kernel (option split_k), in CUDA C++: the work units,
+split-major order and last-arriver fix-up of backends/gpu/splitk.py.
 
-A GEMM whose output is a few tiles over a long K (a weight gradient over many rows) keeps only
-a few SMs busy when each tile is one CTA's work. With split_k = S the work units are (tile,
-split) pairs: split sp of a tile runs k-blocks [sp·KB/ns, (sp+1)·KB/ns) with ns = min(S, KB), so
-no split is empty. Units are numbered split-major (u = sp·tiles + t), so the CTAs running at the
-same time hold every tile of one K range: each k-block of A and B comes from DRAM once and is
-shared through L2 by the tiles that read it. Numbered tile-major (the first order), concurrent
-CTAs held one tile's different K ranges, so A and B were re-read from DRAM once per round of
-units: 1024×1024×16384 at 8 splits was 94 µs against 82 unsplit (H200, 2026-12-01). Each consumer warpgroup owns 64 rows of its tile, so the fix-up is per
-(tile, warpgroup): the warpgroup stores its fp32 accumulators into its workspace slot, fences,
-and bumps the (tile, warpgroup) counter; the one that bumps it last sums every split's
-partials (in split order, so runs are bit-identical) into its registers, resets the counter for
-the next launch and runs the epilogue, which therefore runs once per tile half. No warpgroup
-waits on another CTA, so no CTA order can deadlock. A thread's registers hold the same fragment positions in every split, so partials
-are stored per thread (coalesced over the 128 threads) without any layout knowledge.
+Each consumer warpgroup owns 64 rows of its tile, so the fix-up is per (tile, warpgroup): the
+warpgroup stores its fp32 accumulators into its workspace slot, fences, and bumps the (tile,
+warpgroup) counter; the one that bumps it last sums every split's partials (in split order, so
+runs are bit-identical) into its registers, resets the counter for the next launch and runs the
+epilogue, which therefore runs once per tile half. No warpgroup waits on another CTA, so no CTA
+order can deadlock. A thread's registers hold the same fragment positions in every split, so
+partials are stored per thread (coalesced over the 128 threads) without any layout knowledge.
 
 Invariant: with split_k == 1 every function here returns the single-split text unchanged, so
 the default kernels' sources do not change."""
@@ -74,8 +67,3 @@ def fixup(spec, nacc):
 
 def shared_decl(spec):
     return "" if spec.split_k == 1 else "\n  __shared__ int evt_sk_last[2];"
-
-
-def workspace_floats(spec, tiles, nacc):
-    """Partials workspace size in floats: a slot per (tile, warpgroup, split)."""
-    return tiles * 2 * spec.split_k * nacc * 128

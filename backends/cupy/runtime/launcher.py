@@ -15,7 +15,7 @@ from evt_core.errors import KernelCompileError
 
 from ..codegen.epilogue import arg_layout
 from ..codegen.plan import ALL, COL, ELEM, ROW, reduction_kind, row_block, tma_outputs
-from ...gpu import streams
+from ...gpu import splitk, streams
 from . import fast_launch
 from ...gpu.sm90 import operand_maps, panel_map
 from .tensormap import dummy_map, map_bytes, tensor_map
@@ -119,7 +119,7 @@ class CompiledKernel:
             return tiles, ()
         import cupy as cp
         ns = min(S, max(1, -(-K // self.cfg.bk)))
-        floats = tiles * 2 * S * (self.cfg.bn // 2) * 128
+        floats = splitk.workspace_floats(tiles, S, 2 * 128 * (self.cfg.bn // 2))   # 2 warpgroups x 128 threads
         if self._splitk is None or self._splitk[0].size < floats or self._splitk[1].size < 2 * tiles:
             self._splitk_old = getattr(self, "_splitk_old", []) + [self._splitk]   # earlier launches' buffers
             self._splitk = (cp.empty(max(floats, 1), np.float32), cp.zeros(max(2 * tiles, 1), np.uint32))

@@ -1,0 +1,28 @@
+"""Split-K for few-tile, long-K GEMMs (a weight gradient over many rows: a handful of output
+tiles, K in the tens of thousands), the part every backend's sm90 kernel shares.
+
+A kernel that gives each output tile to one CTA keeps `tiles` SMs busy, so such a GEMM runs
+at tiles / SMs of the machine's rate. With S splits the work units are (tile, split) pairs:
+split sp of a tile runs k-blocks [sp·KB/ns, (sp+1)·KB/ns), ns = min(S, KB), so no split is
+empty. Units are numbered split-major (u = sp·tiles + t): the CTAs that run at the same time
+hold every tile of one K range, so each k-block of A and B comes from DRAM once and the tiles
+that read it share it through L2. Each split stores its fp32 partials; the last split to finish
+a tile sums them in split order (so runs are bit-identical) and runs the epilogue.
+"""
+MAX_SPLITS = 64             # the option's range (1..64)
+MIN_SPLIT_KBLOCKS = 4       # a split shorter than this spends more on its fix-up than it saves
+
+
+def split_count(tiles: int, k_blocks: int, sms: int) -> int:
+    """The split count option split_k="auto" takes: 1 where the tiles alone fill half of the
+    SMs or more (splitting would add a wave of partial traffic for little), else enough splits
+    that the (tile, split) units about fill one wave, each split at least MIN_SPLIT_KBLOCKS
+    k-blocks long. Invariant: 1 <= result <= MAX_SPLITS and tiles * result <= max(sms, tiles)."""
+    if tiles <= 0 or 2 * tiles >= sms:
+        return 1
+    return max(1, min(sms // tiles, k_blocks // MIN_SPLIT_KBLOCKS, MAX_SPLITS))
+
+
+def workspace_floats(tiles: int, splits: int, tile_elems: int) -> int:
+    """fp32 partials: one tile's accumulators per (tile, split)."""
+    return tiles * splits * tile_elems
