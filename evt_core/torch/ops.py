@@ -39,14 +39,15 @@ class Entry:
         import evt_core
         name = self.chosen.get(device_type)
         if name is None:   # resolved once: availability checks are far too slow per call
-            name = self.chosen[device_type] = "numpy" if device_type == "cpu" else _gpu_backend(self.kernels)
+            name = self.chosen[device_type] = "numpy" if device_type == "cpu" else gpu_backend(self.kernels)
         if name not in self.compiled:
             opts = {} if name == "numpy" else self.options
             self.compiled[name] = evt_core.compile(self.tree, backend=name, **opts)
         return self.compiled[name]
 
 
-def _gpu_backend(kernels: str) -> str:
+def gpu_backend(kernels: str) -> str:
+    """The GPU backend `kernels` names, or for "auto" the first available one."""
     if kernels == "numpy":
         raise BackendUnavailableError("kernels='numpy' runs only CPU tensors; these are CUDA tensors: "
                                       "pick 'auto', 'cupy' or 'numba_cuda'")

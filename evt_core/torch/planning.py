@@ -109,7 +109,8 @@ def _group_kernel(g, k, grp, needed, trust, kernels, options, sms=None, device="
         raise Unfusible(f"{gg.anchor.name} has an empty extent (M, N, K = {_gemm_extents(g, gg)[:3]}: an empty "
                         "batch); torch's op runs it")
     if sms:
-        why = split_k_reason(*_gemm_extents(g, gg), sms) or unaligned_operand_reason(g, gg)
+        why = ("" if backend_splits_k(kernels, options) else split_k_reason(*_gemm_extents(g, gg), sms)) \
+            or unaligned_operand_reason(g, gg)
         if why:
             raise Unfusible(why)
     tree = gg.tree
@@ -183,6 +184,19 @@ def split_k_reason(m: int, n: int, k: int, batch: int, sms: int) -> str:
         return ""
     return (f"{m}×{n} (×{batch}) is {tiles} output tile(s) of {_TILE}×{_TILE} for {sms} SMs over K={k}: "
             "the evt kernels' split-K is slower than cuBLAS's here, so cuBLAS runs this GEMM")
+
+
+def backend_splits_k(kernels: str, options: dict) -> bool:
+    """Whether the GPU backend that `kernels` picks splits K itself (its option split_k, set or
+    by default, is not 1: cupy with split_k="auto" or a count), so the rule above does not apply."""
+    from ..plugin.manager import plugins
+    if kernels == "numpy":
+        return False
+    try:
+        impl = plugins().registry.get(evt_ops.gpu_backend(kernels))
+    except EvtError:      # no GPU backend here: the kernel's own compile reports that
+        return False
+    return {**impl.options, **options}.get("split_k", 1) != 1
 
 
 # The GPU backends' fast mainloops read A and B by TMA (sm_90) or 16-byte cp.async copies

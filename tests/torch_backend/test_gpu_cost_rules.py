@@ -5,7 +5,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from evt_core.torch.planning import _gemm_extents, split_k_reason  # noqa: E402
+from evt_core.torch.planning import _gemm_extents, backend_splits_k, split_k_reason  # noqa: E402
 
 
 @pytest.mark.parametrize("m,n,k,batch", [
@@ -25,6 +25,14 @@ def test_few_tiles_over_long_k_is_refused_with_the_numbers(m, n, k, batch):
 ])
 def test_full_waves_and_short_k_stay_fused(m, n, k, batch):
     assert split_k_reason(m, n, k, batch, sms=132) == ""
+
+
+@pytest.mark.parametrize("kernels,options,splits", [
+    ("cupy", {"split_k": "auto"}, True), ("cupy", {"split_k": 4}, True), ("cupy", {}, False),
+    ("numba_cuda", {}, False), ("numpy", {}, False)])
+def test_the_rule_is_off_where_the_backend_splits_k(kernels, options, splits):
+    """A backend that splits K itself keeps those GEMMs fused (cupy's split_k)."""
+    assert backend_splits_k(kernels, options) is splits
 
 
 def test_k_is_read_through_the_permutation_of_a():
