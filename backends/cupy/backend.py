@@ -28,8 +28,9 @@ class CupyBackend(Backend):
                "a_mn_major_tma": True,
                # sm90 cooperative: split K over this many CTAs per output tile, for few-tile,
                # long-K GEMMs (weight gradients over many rows); "auto": as many as fill one
-               # wave where the tiles fill under half of the SMs (backends/gpu/splitk.py)
-               "split_k": 1}
+               # wave where the tiles fill under half of the SMs and K >= 4096, else 1
+               # (backends/gpu/splitk.split_count)
+               "split_k": "auto"}
 
     def available(self):
         try:

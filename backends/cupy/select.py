@@ -136,11 +136,12 @@ def decide_spec(program, bound, options, cc, report=None, sms=None):
 
 def _splits(option, bound, sms):
     """split_k's value for this call: the int given, or for "auto" the shared rule on the
-    128 x 128 tile count (the autotuner's tiles are that or wider)."""
+    128 x 128 tile count (the autotuner's tiles are that or wider); 1 where the SM count is not
+    known (source tools on a machine without a GPU: the runner always passes it)."""
     if option != "auto":
         return int(option)
     if not sms:
-        raise UnsupportedError("split_k='auto' needs the GPU's SM count (decide_spec(..., sms=))")
+        return 1
     tiles = bound.L * -(-bound.M // 128) * -(-bound.N // 128)
     return splitk.split_count(tiles, -(-bound.K // sm90_geometry.BK), sms)
 

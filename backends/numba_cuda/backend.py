@@ -40,7 +40,8 @@ class NumbaCudaBackend(Backend):
         # tile), "overlap" (cooperative with two accumulator sets: a tile's epilogue runs between
         # the next tile's k-blocks, codegen/consumer_overlap.py; 128 x 128 fragment-epilogue kinds,
         # else cooperative and kernel.stages["sm90"] says why), or "auto": ping-pong where every
-        # CTA gets two tiles or more (select.sm90_pingpong).
+        # CTA gets two tiles or more (select.sm90_pingpong), overlap at short K with an (M, N)
+        # input through the ring (select.sm90_overlap_pays).
         "sm90_schedule": "auto",
         # the sm90 kernel's epilogue: "fragment" evaluates the tree on the wgmma fragments and
         # writes the outputs by TMA stores where the call allows it (select.sm90_fragment: 16-bit

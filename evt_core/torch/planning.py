@@ -187,16 +187,13 @@ def split_k_reason(m: int, n: int, k: int, batch: int, sms: int) -> str:
 
 
 def backend_splits_k(kernels: str, options: dict) -> bool:
-    """Whether the GPU backend that `kernels` picks splits K itself (its option split_k, set or
-    by default, is not 1: cupy with split_k="auto" or a count), so the rule above does not apply."""
-    from ..plugin.manager import plugins
-    if kernels == "numpy":
-        return False
-    try:
-        impl = plugins().registry.get(evt_ops.gpu_backend(kernels))
-    except EvtError:      # no GPU backend here: the kernel's own compile reports that
-        return False
-    return {**impl.options, **options}.get("split_k", 1) != 1
+    """Whether the caller asked the kernel backend to split K (option split_k given and not 1:
+    cupy's "auto" or a count), so the rule above gives way and such GEMMs stay fused. Not by
+    default: cupy's own default "auto" splits these GEMMs when they are called directly (0.94-1.27 ×
+    cuBLAS against 1.6-6.7 × unsplit, bench/RESULTS.md 2026-12-07), but inside a training
+    step the one measured (the MLP's two weight gradients) gained nothing against cuBLAS
+    (0.254 ms a step either way), so cuBLAS keeps them unless asked."""
+    return kernels != "numpy" and options.get("split_k", 1) != 1
 
 
 # The GPU backends' fast mainloops read A and B by TMA (sm_90) or 16-byte cp.async copies

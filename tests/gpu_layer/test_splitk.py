@@ -11,8 +11,10 @@ from evt_backends.gpu.splitk import MAX_SPLITS, MIN_SPLIT_KBLOCKS, split_count
     (66, 256, 132, 1),      # half a wave of tiles: no split
     (200, 256, 132, 1),
     (1, 10_000, 132, MAX_SPLITS),
-    (4, 8, 132, 2),         # K too short for more splits of MIN_SPLIT_KBLOCKS k-blocks
-    (4, 3, 132, 1),
+    (4, 8, 132, 1),         # K under 4096: not split
+    (4, 63, 132, 1),
+    (40, 64, 132, 3),
+    (4, 100, 132, 25),      # each split at least MIN_SPLIT_KBLOCKS k-blocks
 ])
 def test_split_count(tiles, kb, sms, want):
     got = split_count(tiles, kb, sms)

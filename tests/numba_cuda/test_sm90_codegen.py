@@ -243,6 +243,17 @@ def test_auto_schedule_takes_ping_pong_from_two_tiles_per_cta(monkeypatch, M, N,
         assert select.sm90_pingpong(_bound(M=M, N=N, L=L), traced[w]) is False, w
 
 
+@pytest.mark.parametrize("K,want", [(256, {"W2"}), (512, {"W2"}), (768, set())])
+def test_auto_takes_the_overlapped_schedule_at_short_k_with_an_input(K, want):
+    """Only epilogues that read an (M, N) input and sum no rows, at K <= 512 (measured)."""
+    import evt_core
+    from bench.workloads import WORKLOADS
+    from evt_backends.numba_cuda import select
+    traced = {w: evt_core.trace(WORKLOADS[w].epilogue, WORKLOADS[w].example(64, 64)).program for w in WORKLOADS}
+    got = {w for w in ("W1", "W2", "W3", "W4") if select.sm90_overlap_pays(_bound(M=8192, N=3072, K=K), traced[w])}
+    assert got == want
+
+
 def test_schedule_option_is_checked():
     import numpy as np
     import evt_core

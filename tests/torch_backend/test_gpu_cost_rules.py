@@ -29,9 +29,9 @@ def test_full_waves_and_short_k_stay_fused(m, n, k, batch):
 
 @pytest.mark.parametrize("kernels,options,splits", [
     ("cupy", {"split_k": "auto"}, True), ("cupy", {"split_k": 4}, True), ("cupy", {}, False),
-    ("numba_cuda", {}, False), ("numpy", {}, False)])
-def test_the_rule_is_off_where_the_backend_splits_k(kernels, options, splits):
-    """A backend that splits K itself keeps those GEMMs fused (cupy's split_k)."""
+    ("cupy", {"split_k": 1}, False), ("numba_cuda", {}, False), ("numpy", {"split_k": 4}, False)])
+def test_the_rule_gives_way_where_the_caller_asks_for_split_k(kernels, options, splits):
+    """Asked to split K (cupy's split_k), the backend keeps those GEMMs fused; by default cuBLAS runs them."""
     assert backend_splits_k(kernels, options) is splits
 
 
