@@ -1,6 +1,8 @@
 """The three storage dtypes and their rounding. Compute is always float32; a store rounds its
 fp32 value to the output dtype with round-to-nearest-even (NumPy's astype for float16,
 ml_dtypes' for bfloat16)."""
+import struct
+
 import ml_dtypes
 import numpy as np
 
@@ -40,3 +42,11 @@ def dtype_name(dtype, what):
 def round_to(x, name):
     """fp32 array -> array of dtype `name`, rounded to nearest even."""
     return np.asarray(x, np.float32).astype(DTYPES[name])
+
+
+def float_bits(x: float) -> bytes:
+    """A float as its exact float64 bits, for comparing and hashing constants: == and hash()
+    identify 0.0 with -0.0 (1/x tells them apart, so merging them is a wrong result) and never
+    equate a NaN with itself (the same NaN constant is one value, as CSE wants). Raises
+    OverflowError for an int beyond float range."""
+    return struct.pack("<d", float(x))

@@ -9,10 +9,10 @@ and error messages; the role of every tensor (which problem axes it spans) is wh
 specialised on, never its extents.
 """
 import numbers
-import struct
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..dtypes import float_bits
 from .ops import AXES, LAYOUT, Op, REDUCTIONS
 
 
@@ -109,12 +109,10 @@ def fingerprint(node, _memo={}):
 
 
 def _arg_key(op, arg):
-    """What nodes compare and hash `arg` by. A CONST is its exact float bits: == and hash()
-    identify 0.0 with -0.0 (1/x tells them apart, so merging them is a wrong result) and never
-    equate a NaN with itself (the same NaN constant is one value, as CSE wants)."""
+    """What nodes compare and hash `arg` by: a CONST is its exact float bits (dtypes.float_bits)."""
     if op is Op.CONST and isinstance(arg, numbers.Real):
         try:
-            return struct.pack("<d", float(arg))
+            return float_bits(arg)
         except OverflowError:              # an int beyond float range: compare it as itself
             pass
     return arg

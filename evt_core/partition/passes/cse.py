@@ -1,8 +1,7 @@
 """Common-subexpression elimination (design doc 4.7): hash-based value numbering."""
 from __future__ import annotations
 
-import struct
-
+from ...dtypes import float_bits
 from ..graph import Graph
 from ..optable import Kind
 from .rewrite import copy, dce
@@ -32,10 +31,10 @@ def eliminate_common_subexpressions(g: Graph) -> Graph:
 
 
 def _exact(value):
-    """`value` with every float as its bits: == identifies 0.0 with -0.0 (full(0.0) and
-    full(-0.0) are different constants: 1/x tells them apart) and never a NaN with itself."""
+    """`value` with every float as its bits (dtypes.float_bits: full(0.0) and full(-0.0) are
+    different constants)."""
     if isinstance(value, float):
-        return ("float", struct.pack("<d", value))
+        return ("float", float_bits(value))
     if isinstance(value, (tuple, list)):
         return tuple(_exact(v) for v in value)
     return value
