@@ -90,7 +90,7 @@ class CupyRunner:
         k = self._choice.get((spec, sc))
         if k is not None:
             return k
-        configs = candidates(self.program, spec)
+        configs = candidates(self.program, spec, bound.K)
         if self.options["tile"] is not None:
             k = self._forced_tile(spec, report if report is not None else [])
         elif not self.options["autotune"] or len(configs) == 1:

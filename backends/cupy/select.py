@@ -11,7 +11,7 @@ from .codegen.sm90_overlap import refusal as overlap_refusal, require as overlap
 from .codegen.plan import N_BROADCAST, N_GENERIC, N_UNIT, N_UNIT_PAIR, Spec, TileConfig
 from ..gpu.fastmath import fast_ops  # noqa: F401  (the shared rule; backend.py imports it from here)
 from ..gpu.reductions import dense_as_workspace
-from ..gpu import sm90 as sm90_geometry, splitk
+from ..gpu import overlap, sm90 as sm90_geometry, splitk
 from ..gpu.sm90 import tma_rows_ok
 from .codegen.sm90_io import ring_holds_aux
 
@@ -230,10 +230,15 @@ def tiles(spec):
     return raw
 
 
-def candidates(program, spec):
+def candidates(program, spec, K=None):
     """Tile configurations that fit shared memory, best guess first (the default). Overlapped
-    tiles only where this kind can run the overlapped schedule (overlap_refusal)."""
-    raw = [c for c in tiles(spec) if not c.overlap or overlap_refusal(program, spec, c) is None]
+    tiles only where this kind can run the overlapped schedule (overlap_refusal); with the
+    call's K, also where that schedule was measured to pay (backends/gpu/overlap.pays: short K,
+    (M, N) inputs through the ring), for the autotuner to time beside the others."""
+    raw = tiles(spec)
+    if K is not None and spec.mainloop == "sm90" and overlap.pays(program, K, bool(spec.aux_tma) and spec.aux_ring):
+        raw = raw + [TileConfig(128, 128, 64, stages=s, overlap=True) for s in (6, 5)]
+    raw = [c for c in raw if not c.overlap or overlap_refusal(program, spec, c) is None]
     from .codegen.plan import tile_vectors
     if spec.aux_tma or spec.tma_extra or tile_vectors(program, spec):
         # the extra staging / aux / vector buffers cost pipeline stages rather than whole candidates

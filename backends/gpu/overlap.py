@@ -15,6 +15,7 @@ needs into registers and releases the aux stages before its first column group (
 up to two 16-bit inputs, 32 registers a thread each), or they are released after the last
 piece and the pieces are at most `stages - aux_stages` (`pieces`).
 """
+from .reductions import ROW, reduction_kind
 from .sm90 import BM
 
 PIECES = 8          # epilogue pieces a tile (2 of its 16 column groups each) where the ring allows
@@ -62,3 +63,16 @@ def ring_admits(n, stages, aux_stages, released_first):
     released_first: the aux stages go back in the first piece, after its k-block's wait."""
     held_waits = 1 if released_first else n
     return aux_stages == 0 or held_waits <= stages - aux_stages
+
+
+MAX_K_PAYS = 512    # the longest K at which the schedule was measured to pay
+
+
+def pays(program, K, ring_inputs):
+    """Whether the overlapped schedule is worth taking without being asked: short K (a tile's
+    mainloop a few k-blocks long), an (M, N) input through the ring (`ring_inputs`), and no row
+    reduction (whose cross-lane combines every piece repeats). Measured on numba_cuda's kernel
+    (H100, bench/RESULTS.md 2026-12-07 runs 109-110): W2 at K = 256 and 512 8-10 % faster than
+    cooperative, R5 at K = 512 6 %; W2 at K = 768 3 % slower; W4 (row sums) and W1 (no input)
+    slower at every K."""
+    return K <= MAX_K_PAYS and ring_inputs and not any(reduction_kind(r) == ROW for r in program.reductions)

@@ -364,21 +364,14 @@ def sm90_aux_ring(program, deterministic):
     return lay.fits and lay.stages >= 3
 
 
-OVERLAP_MAX_K = 512       # the longest K at which the overlapped schedule was measured to pay
-
-
 def sm90_overlap_pays(b, program):
-    """Where "auto" takes the overlapped cooperative schedule (for a cooperative fragment kind
-    whose (M, N) inputs go through the ring): short K, so a tile's mainloop is a few k-blocks
-    beside an epilogue that reads an (M, N) input, and no row reduction (whose cross-lane
-    combines the pieces repeat). Measured on the H100 (bench/RESULTS.md, 2026-12-07, run 10 of
-    that session), µs auto (cooperative) against overlapped: W2 at 16384×2048×256 89.7 / 80.4,
-    at 8192×3072×512 84.0 / 77.0, at 8192×3072×768 100.7 / 103.6; R5 (a residual input) at K =
-    512 62.8 / 58.8, at 256 and 768 equal; W4 (row sums) 67-92 / 76-101, slower at every K; the
-    MLP's backward group dh = (dy W2) ⊙ relu'(h) with db1, K = 256: 74.9 / 68.9."""
-    if b.K > OVERLAP_MAX_K or program is None or not tile_inputs(program):
-        return False
-    return not any(reduction_kind(r) == ROW for r in program.reductions)
+    """Where "auto" takes the overlapped cooperative schedule (a cooperative fragment kind whose
+    (M, N) inputs go through the ring): backends/gpu/overlap.pays, the rule measured on this
+    kernel: µs auto (cooperative) against overlapped, H100: W2 at 16384×2048×256 89.7 / 80.4, at
+    8192×3072×512 84.0 / 77.0, at 8192×3072×768 100.7 / 103.6; R5 (a residual input) at K = 512
+    62.8 / 58.8, at 256 and 768 equal; W4 (row sums) slower at every K; the MLP's backward
+    group dh = (dy W2) ⊙ relu'(h) with db1, K = 256: 74.9 / 68.9."""
+    return program is not None and overlap.pays(program, b.K, bool(tile_inputs(program)))
 
 
 def overlap_refusal(frag, aux_async, bn):

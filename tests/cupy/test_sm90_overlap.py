@@ -83,9 +83,9 @@ def test_forced_overlap_runs_cooperative_where_refused_and_says_why():
 
 
 def test_not_a_default_candidate_and_one_line_away_from_it(monkeypatch):
-    """The autotuner's candidates hold no overlapped tile (on the H200 it measured slower,
-    2026-12-07); adding one to select.tiles is enough, since candidates drops it wherever the
-    kind refuses it."""
+    """Without the call's K the candidates hold no overlapped tile (on the H200 it measured
+    slower at K >= 768, 2026-12-07); adding one to select.tiles is enough, since candidates
+    drops it wherever the kind refuses it."""
     from evt_backends.cupy import select
     p, spec, _ = _kind("gelu_backward")
     assert not any(c.overlap for c in tiles(spec)) and not any(c.overlap for c in candidates(p, spec))
@@ -94,6 +94,19 @@ def test_not_a_default_candidate_and_one_line_away_from_it(monkeypatch):
     assert any(c.overlap for c in select.candidates(p, spec))
     assert not any(c.overlap for c in select.candidates(p, dataclasses.replace(spec, aux_ring=False)))
     assert not any(c.overlap for c in select.candidates(p, dataclasses.replace(spec, split_k=2, aux_tma=())))
+
+
+@pytest.mark.parametrize("prog,K,want", [
+    (P.w2_backward, 256, True), (P.w2_backward, 512, True), (P.w2_backward, 768, False),
+    (P.w4_layernorm_stats, 256, False), (P.w1_forward, 256, False)])
+def test_autotuner_times_it_where_the_shared_rule_says_it_pays(prog, K, want):
+    """With the call's K, the overlapped tiles join the candidates where backends/gpu/overlap.pays
+    holds (short K, (M, N) inputs through the ring, no row sums); without K, never."""
+    p = prog()
+    spec = default_spec(p, K=K)
+    assert any(c.overlap for c in candidates(p, spec, K)) is want
+    assert not any(c.overlap for c in candidates(p, spec))
+    assert not any(c.overlap for c in candidates(p, dataclasses.replace(spec, aux_ring=False), K))
 
 
 @pytest.mark.parametrize("inputs", [0, 1, 2, 3, 4])
