@@ -135,15 +135,9 @@ def decide_spec(program, bound, options, cc, report=None, sms=None):
 
 
 def _splits(option, bound, sms):
-    """split_k's value for this call: the int given, or for "auto" the shared rule on the
-    128 x 128 tile count (the autotuner's tiles are that or wider); 1 where the SM count is not
-    known (source tools on a machine without a GPU: the runner always passes it)."""
-    if option != "auto":
-        return int(option)
-    if not sms:
-        return 1
-    tiles = bound.L * -(-bound.M // 128) * -(-bound.N // 128)
-    return splitk.split_count(tiles, -(-bound.K // sm90_geometry.BK), sms)
+    """split_k's value for this call (backends/gpu/splitk.requested: the int given, or for
+    "auto" the shared rule on the 128 x 128 tile count; the autotuner's tiles are that or wider)."""
+    return splitk.requested(option, bound.L, bound.M, bound.N, bound.K, sms, sm90_geometry.BK)
 
 
 def _direct_ok(red, t, bound):

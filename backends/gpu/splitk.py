@@ -30,3 +30,21 @@ def split_count(tiles: int, k_blocks: int, sms: int) -> int:
 def workspace_floats(tiles: int, splits: int, tile_elems: int) -> int:
     """fp32 partials: one tile's accumulators per (tile, split)."""
     return tiles * splits * tile_elems
+
+
+def requested(option, L: int, M: int, N: int, K: int, sms, bk: int = 64) -> int:
+    """The split count a call asks for: the option's int, or for "auto" split_count on the
+    call's 128 x 128 tiles (the smallest tile both backends' kernels take) and k-blocks of bk;
+    1 where the SM count is not known (source tools on a machine without a GPU)."""
+    if option != "auto":
+        return int(option)
+    if not sms:
+        return 1
+    return split_count(L * -(-M // 128) * -(-N // 128), -(-K // bk), sms)
+
+
+def splits_run(requested_splits: int, K: int, bk: int = 64) -> int:
+    """ns, the splits a launch runs: min(S, k-blocks), so no split is empty (the kernels'
+    k-block ranges [sp·KB/ns, (sp+1)·KB/ns) are then at least one k-block long)."""
+    return min(requested_splits, max(1, -(-K // bk)))
+

@@ -118,7 +118,7 @@ class CompiledKernel:
         if S == 1:
             return tiles, ()
         import cupy as cp
-        ns = min(S, max(1, -(-K // self.cfg.bk)))
+        ns = splitk.splits_run(S, K, self.cfg.bk)
         floats = splitk.workspace_floats(tiles, S, 2 * 128 * (self.cfg.bn // 2))   # 2 warpgroups x 128 threads
         if self._splitk is None or self._splitk[0].size < floats or self._splitk[1].size < 2 * tiles:
             self._splitk_old = getattr(self, "_splitk_old", []) + [self._splitk]   # earlier launches' buffers
