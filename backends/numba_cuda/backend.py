@@ -13,6 +13,7 @@ import threading
 from evt_core.backend import Backend, Kernel, Support
 from evt_core.tree.ops import LEAVES, Op
 
+from ..gpu.splitk import MAX_SPLITS
 from .codegen.spelling import SPELLING
 
 _STRUCTURAL = LEAVES | {Op.STORE, Op.SUM, Op.MEAN, Op.AMAX, Op.AMIN}
@@ -66,6 +67,13 @@ class NumbaCudaBackend(Backend):
         # 128 and kernel.stages["sm90"] says why. "auto": 256 only for the kinds and problems
         # measured to pay (select.sm90_tile_n). For A/B measurements of the width.
         "sm90_tile_n": "auto",
+        # serial split-K for few-tile, long-K GEMMs (codegen/splitk.py, backends/gpu/splitk.py):
+        # an int from 1 to 64 (1: off) or "auto" (splitk.split_count's rule on this GPU's SM
+        # count). The sm90 kernel then runs the cooperative schedule over (tile, split) units, the
+        # last split of a tile summing the fp32 partials in split order (bit-identical runs);
+        # calls with (M, N) inputs or a forced ping-pong / overlapped schedule run unsplit and
+        # kernel.stages["sm90"] says why. Not yet run on a GPU.
+        "split_k": 1,
     }
 
     def available(self):
@@ -97,6 +105,9 @@ class NumbaCudaBackend(Backend):
         tile_n = options.get("sm90_tile_n", "auto")
         if isinstance(tile_n, bool) or tile_n not in SM90_TILE_NS:
             return Support(False, f"option sm90_tile_n={tile_n!r} is not one of {SM90_TILE_NS}")
+        split_k = options.get("split_k", 1)
+        if split_k != "auto" and (type(split_k) is not int or not 1 <= split_k <= MAX_SPLITS):
+            return Support(False, f"option split_k={split_k!r} is not an int from 1 to {MAX_SPLITS} or 'auto'")
         if options.get("sm90_epilogue", "auto") not in SM90_EPILOGUES:
             return Support(False, f"option sm90_epilogue={options['sm90_epilogue']!r} is not one of {SM90_EPILOGUES}")
         return Support.yes()

@@ -39,6 +39,8 @@ class Runner:
         self.aux_ring = bool(options.get("aux_ring", True))
         tile_n = options.get("sm90_tile_n", "auto")
         self.tile_n = tile_n if tile_n == "auto" else int(tile_n)
+        self.split_k = options.get("split_k", 1)
+        self._split = launch_sm90.SplitBuffers()     # split-K's partials and counters, never freed
         self._fns = {}
         self._finish = None   # finish_function()
         self._ws = {}
@@ -53,7 +55,8 @@ class Runner:
         """The mainloop variant of this call (select.variant: which and why); records the sm90
         choice or fallback reason under kernel.stages["sm90"]."""
         chosen, note = select.variant(b, a_ptr, b_ptr, self.force_simt, self.sm90, self.schedule, self.p, in_ptrs,
-                                      self.det, out_ptrs, self.epilogue, self.fast, self.aux_ring, self.tile_n)
+                                      self.det, out_ptrs, self.epilogue, self.fast, self.aux_ring, self.tile_n,
+                                      self.split_k)
         if note is not None:
             self.stages["sm90"] = note
         return chosen
@@ -62,11 +65,11 @@ class Runner:
         if variant in self._fns:
             return self._fns[variant]
         if variant[0] == "sm90":
-            _, ab, kmajor, a_batched, b_batched, pingpong, aux_async, frag, a_kmajor, bn, ring, overlap = variant
+            _, ab, kmajor, a_batched, b_batched, pingpong, aux_async, frag, a_kmajor, bn, ring, overlap, split = variant
             main = module_prelude(ab, kmajor, a_kmajor, bn) + "\n" + sm90_source(
                 self.p, ab, kmajor, a_batched, b_batched, self.det, pingpong, aux_async, frag,
-                self.fast if frag else (), a_kmajor, bn, ring, overlap)
-            fns = {"main": self._load(variant, main, "evt_kernel", sm90_params(self.p, frag, ring),
+                self.fast if frag else (), a_kmajor, bn, ring, overlap, split)
+            fns = {"main": self._load(variant, main, "evt_kernel", sm90_params(self.p, frag, ring, split),
                                       launch_sm90.shared_bytes(self.p, self.det, pingpong, aux_async, frag, bn, ring))}
         else:
             main = (simt_source(self.p, variant[1], SIM_TILING if simulator() else GPU_TILING, self.det)
@@ -159,7 +162,7 @@ class Runner:
         out_pos = list(range(out0, out0 + 4 * len(self.p.outputs), 4))
         in_ptrs = values[12:out0 - len(self.p.scalars):4]
         variant = self.variant(b, values[0], values[1], in_ptrs, [values[q] for q in out_pos])
-        maps = None
+        maps = split = None
         if variant[0] == "sm90":     # the tensor maps embed the operands' addresses: a replay refills them
             capturing = side != "numpy" and streams.capturing(stream)
             # the epilogue's maps: every output's (fragment epilogue), then every (M, N) input's (aux_ring)
@@ -177,16 +180,24 @@ class Runner:
                 maps = (len(values) + 3 * len(self.p.reductions),
                         launch_sm90.ReplayMaps(launch_sm90.problem(b), variant[2], variant[9], geo),
                         len(out_geo), ring_ks)
+                if variant[12]:     # split-K: [ns, partials, counters], the kernel's last parameters
+                    split = self._split.pointers(b, variant[9], select.sm90_splits(b, self.split_k), stream,
+                                                 capturing)
+                    if split is None:
+                        variant = variant[:12] + (False,)
+                        self.stages["sm90"] += (" (not this call: a CUDA graph is being captured and split-K's "
+                                                "buffers would have to grow, so it runs unsplit)")
         fns = self.function(variant)
-        grid, block, partial_grid = self._launch_shape(b, variant)
-        if self.p.reductions and not simulator():
+        grid, block, partial_grid = self._launch_shape(b, variant, split[0] if split else 1)
+        ordered = bool(self.p.reductions or split) and not simulator()    # calls sharing workspaces
+        if ordered:
             self._order.before(stream)
         red_ptrs = [mirrors.ptr(t.array, True) for t in b.reductions]
         ws_at = len(values)
         ws = self._workspaces(b, partial_grid, stream, red_ptrs)
         values += [v for w in ws for v in (w["ptr"], w["wm"], w["wn"])]
         if maps is not None:
-            values += launch_sm90.extra_values(b, ptrs, variant[9])
+            values += launch_sm90.extra_values(b, ptrs, variant[9]) + (split or [])
         self._launch(fns["main"], grid, block, values, stream)
         fv = fgrid = None
         finishing = not all(w["direct"] for w in ws)     # (no reduction: nothing to finish)
@@ -197,14 +208,14 @@ class Runner:
                 fv += list(t.strides)
             fgrid = (math.ceil(max(w["count"] for w in ws) / FINISH_THREADS), 1, 1)
             self._launch(self.finish_function(), fgrid, (FINISH_THREADS, 1, 1), fv, stream)
-        if self.p.reductions and not simulator():
+        if ordered:
             self._order.after(stream)
         if sig is not None and side in ("torch", "cupy") and not _cupy_bf16_outputs(side, b):
             if len(self._fast) >= 64:
                 self._fast.clear()
             finish = (self.finish_function(), fv, fgrid, (FINISH_THREADS, 1, 1)) if finishing else None
             self._fast[sig[0]] = fastcall.FastCall(self, side, b, values, fns, grid, block, ws, list(inputs), A,
-                                                   finish, maps, ws_at)
+                                                   finish, maps, ws_at, ordered)
         mirrors.download()
         return {k: arrays.result_object(v, side) for k, v in b.result.items()}
 
@@ -217,11 +228,12 @@ class Runner:
             v += [mirrors.ptr(t.array, True), *t.strides]
         return v
 
-    def _launch_shape(self, b, variant):
+    def _launch_shape(self, b, variant, splits=1):
         """(grid, block, partial grid): the last is (n blocks, m blocks, L) of the deterministic
-        reduction partials, the grid itself except for the persistent sm90 kernel."""
+        reduction partials, the grid itself except for the persistent sm90 kernel (over split-K's
+        tiles x splits units where it splits)."""
         if variant[0] == "sm90":
-            return launch_sm90.grid(b, variant[5], variant[9])
+            return launch_sm90.grid(b, variant[5], variant[9], splits)
         t = MMA_TILE if variant[0] == "mma" else SIM_TILING if simulator() else GPU_TILING
         grid = (math.ceil(b.N / t.BN), math.ceil(b.M / t.BM), b.L)
         return grid, (t.threads, 1, 1), grid

@@ -5,7 +5,8 @@ A variant is the key the Runner compiles and caches a kernel under:
                                                     cp.async cannot read;
   ('mma', dtype, a_kmajor, b_kmajor)                fp16/bf16 with 16-byte aligned A and B rows
                                                     (K- or M/N-contiguous);
-  ('sm90', dtype, b_kmajor, a_batched, b_batched, pingpong, aux_async, frag, a_kmajor, bn, aux_ring, overlap)
+  ('sm90', dtype, b_kmajor, a_batched, b_batched, pingpong, aux_async, frag, a_kmajor, bn, aux_ring, overlap,
+   split)
                                                     `sm90=True` on an sm_90 GPU when the call
                                                     fits TMA's rules (sm90_refusal says why not);
                                                     the schedule from sm90_schedule (sm90_pingpong),
@@ -16,7 +17,9 @@ A variant is the key the Runner compiles and caches a kernel under:
                                                     128 or 256 (sm90_tile_n), (M, N) inputs
                                                     TMA-loaded through the ring (sm90_aux_ring),
                                                     the overlapped cooperative schedule
-                                                    (sm90_schedule="overlap", overlap_refusal).
+                                                    (sm90_schedule="overlap", overlap_refusal),
+                                                    serial split-K (option split_k: sm90_splits,
+                                                    split_refusal; the count is a kernel parameter).
 The Program does not fix the operands' layout, so the choice is made per call from the bound
 strides and device addresses: pure Python, microseconds, unit-tested without a GPU.
 """
@@ -28,7 +31,7 @@ from evt_core.dtypes import DTYPES
 from evt_core.errors import KernelCompileError
 from evt_core.tree.ops import Op
 
-from ..gpu import overlap, sm90
+from ..gpu import overlap, sm90, splitk
 from ..gpu.reductions import COL, ROW, reduction_kind
 from .codegen import epilogue_fragment
 from .codegen.frag_layout import FragLayout
@@ -44,7 +47,7 @@ def simulator():
 
 
 def variant(b, a_ptr, b_ptr, force_simt, use_sm90, schedule="auto", program=None, in_ptrs=(), deterministic=False,
-            out_ptrs=(), epilogue="auto", fast=(), aux_ring=True, tile_n="auto"):
+            out_ptrs=(), epilogue="auto", fast=(), aux_ring=True, tile_n="auto", split_k=1):
     """(variant, note): note is what kernel.stages["sm90"] records for this call (the sm90
     kernel's description, or why the call falls back to mma.sync), None when sm90 is off.
     a_ptr, b_ptr: the device addresses the sm90 kernel's tensor maps would read. schedule: the
@@ -56,7 +59,9 @@ def variant(b, a_ptr, b_ptr, force_simt, use_sm90, schedule="auto", program=None
     instructions the fragment epilogue spells with MUFU approximations; aux_ring: the option
     (False keeps (M, N) inputs on cp.async copies); tile_n: the sm90_tile_n option ("auto",
     128 or 256: sm90_tile_n; 256 under schedule "auto" takes the cooperative schedule where
-    that kind can run 256-wide tiles, else leaves the schedule as "auto" has it)."""
+    that kind can run 256-wide tiles, else leaves the schedule as "auto" has it); split_k: the
+    option (sm90_splits; where split_refusal has no objection the call takes the cooperative
+    schedule over split-K's (tile, split) units, else runs unsplit and the note says why)."""
     if simulator() or force_simt or b.dtype == "float32":
         return ("simt", b.dtype), None
     note = None
@@ -64,6 +69,11 @@ def variant(b, a_ptr, b_ptr, force_simt, use_sm90, schedule="auto", program=None
         why = sm90_refusal(b, a_ptr, b_ptr, driver.compute_capability())
         if why is None:
             kmajor = b_kmajor(b)
+            ns = sm90_splits(b, split_k)
+            split_refused = split_refusal(b, program, schedule, ns) if ns > 1 else None
+            split = ns > 1 and split_refused is None
+            if split:
+                schedule = "cooperative"
 
             def kind(pp):
                 """(fragment epilogue, (M, N) inputs copied by cp.async, through the ring) under pp."""
@@ -91,9 +101,12 @@ def variant(b, a_ptr, b_ptr, force_simt, use_sm90, schedule="auto", program=None
                 refused = refused or sm90_wide_tile_refusal(program, pp, frag, deterministic, ring)
             not_overlapped = overlap_refusal(frag, aux, bn) if overlap else None
             overlap = overlap and not_overlapped is None
+            split_note = (f"serial split-K, {ns} splits of K" if split else
+                          f"split_k not taken ({split_refused})" if split_refused else "")
             return (("sm90", b.dtype, kmajor, b.a_strides[0] != 0, b.b_strides[0] != 0, pp, aux, frag, akm, bn, ring,
-                     overlap),
-                    sm90_description(b, kmajor, pp, aux, frag, akm, bn, ring, refused, overlap, not_overlapped))
+                     overlap, split),
+                    sm90_description(b, kmajor, pp, aux, frag, akm, bn, ring, refused, overlap, not_overlapped,
+                                     split_note))
         note = f"fallback to the mma.sync kernel: {why}"
     a_layout = _tc_layout(b.a_strides[2], b.a_strides[1])
     b_layout = _tc_layout(b.b_strides[1], b.b_strides[2])
@@ -154,6 +167,29 @@ def b_kmajor(b):
     if bK == 1 and bN != 1:
         return True
     return False if bN == 1 else None
+
+
+def sm90_splits(b, option):
+    """ns, the splits of K a call with split_k=`option` runs (backends/gpu/splitk.py: the int
+    given or "auto"'s rule on 128 x 128 tiles and this GPU's SM count, then at most the call's
+    k-blocks); 1: no split-K."""
+    sms = launch_sm90.sm_count() if option == "auto" else None
+    return splitk.splits_run(splitk.requested(option, b.L, b.M, b.N, b.K, sms, sm90.BK), b.K, sm90.BK)
+
+
+def split_refusal(b, program, schedule, ns):
+    """None where the call can run split-K with ns splits, else why not: split-K runs on the
+    cooperative schedule only (ping-pong's warpgroups hold whole tiles, the overlapped one a
+    tile's epilogue under the next tile's mainloop), without (M, N) inputs (their cp.async
+    copies and ring loads are per tile, and only a tile's last split runs its epilogue), and
+    with fewer than 2^31 work units (the kernel's 32-bit unit arithmetic)."""
+    if schedule in ("pingpong", "overlap"):
+        return f"sm90_schedule={schedule!r}: split-K runs on the cooperative schedule only"
+    if program is None or tile_inputs(program):
+        return "the epilogue reads (M, N) inputs, which split-K does not stage"
+    if b.L * tile_count(b.M, sm90.BM) * tile_count(b.N, BN_DEFAULT) * ns >= 2 ** 31:
+        return "too many (tile, split) units for the kernel's 32-bit arithmetic"
+    return None
 
 
 def sm90_pingpong(b, program):
@@ -391,9 +427,10 @@ def overlap_refusal(frag, aux_async, bn):
 
 
 def sm90_description(b, kmajor, pingpong, aux_async=False, frag=False, a_kmajor=True, bn=BN_DEFAULT, aux_ring=False,
-                     wide_refused=None, overlap=False, not_overlapped=None):
+                     wide_refused=None, overlap=False, not_overlapped=None, split_note=""):
     """wide_refused: why sm90_tile_n=256 was not taken (sm90_wide_tile_refusal), said after the
-    tile; not_overlapped: why sm90_schedule="overlap" was not taken (overlap_refusal)."""
+    tile; not_overlapped: why sm90_schedule="overlap" was not taken (overlap_refusal);
+    split_note: split-K's count, or why split_k was not taken, said at the end."""
     tiles = b.L * tile_count(b.M, sm90.BM) * tile_count(b.N, bn)
     refused = f" (sm90_tile_n=256 not taken: {wide_refused})" if wide_refused else ""
     schedule = "ping-pong" if pingpong else "overlapped cooperative" if overlap else "cooperative"
@@ -404,4 +441,5 @@ def sm90_description(b, kmajor, pingpong, aux_async=False, frag=False, a_kmajor=
             f"B {'K' if kmajor else 'N'}-major, "
             f"{'epilogue on the fragments with TMA-stored outputs' if frag else 'staged epilogue'}, "
             f"{'(M, N) inputs staged by cp.async, ' if aux_async else ''}"
-            f"{'(M, N) inputs TMA-loaded through the ring, ' if aux_ring else ''}{tiles} tiles over a persistent grid")
+            f"{'(M, N) inputs TMA-loaded through the ring, ' if aux_ring else ''}{tiles} tiles over a persistent grid"
+            f"{', ' + split_note if split_note else ''}")

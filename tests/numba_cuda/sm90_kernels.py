@@ -75,6 +75,16 @@ def _gelu_backward(accum, z):
     return dz, dbias
 
 
+def _row_col_stats(accum, bias):
+    """Row, column and whole-tile reductions beside a column vector, no (M, N) input (a kind
+    split-K takes)."""
+    y = accum + bias
+    y_rowsum = ops.sum(y, over="N")
+    y_colmax = ops.amax(y, over="M")
+    y_min = ops.amin(y, over=("M", "N"))
+    return y, y_rowsum, y_colmax, y_min
+
+
 def _trace(fn, extra, out_dtype, outputs=("D",)):
     ex = {"accum": np.empty((64, 64), np.float32), **extra, **{o: np.empty((64, 64), out_dtype) for o in outputs}}
     return evt_core.trace(fn, ex).program
@@ -85,7 +95,8 @@ def programs():
     (M, N) inputs staged by cp.async, fragment epilogue with TMA-stored outputs[, A K-major: True
     when left out[, fast_math="auto"'s MUFU spellings: False when left out[, tile width BN: 128
     when left out[, (M, N) inputs TMA-loaded through the ring: False when left out[, the
-    overlapped cooperative schedule: False when left out]]]]])."""
+    overlapped cooperative schedule: False when left out[, serial split-K: False when left
+    out]]]]]])."""
     brs = case("bias_relu_stats", 2, 13, 11, 9)[0].program
     ln_stats = evt_core.trace(_layernorm_stats, {"accum": np.empty((64, 64), np.float32), "bias": np.empty((64,), np.float16),
                                                  "r": np.empty((64, 64), np.float16), "y": np.empty((64, 64), np.float16),
@@ -189,6 +200,28 @@ def programs():
         # every path, else ptxas inserted a wait of its own in a branch and serialised the wgmmas)
         "overlap_ffn_gelu": (_trace(_ffn_forward, {"bias": np.empty((64,), np.float16)}, np.float16, ("z", "D")),
                              "float16", False, False, False, False, False, False, True, True, True, 128, False, True),
+        # serial split-K (codegen/splitk.py): (tile, split) units, partials and the last split's
+        # fix-up before the epilogue. A bare store; a weight gradient at 128 x 256 (M-major A,
+        # 128 accumulators stored and summed); W2's kind (a column vector and a column sum)
+        # with deterministic partials; the staged epilogue with row, column and tile reductions, batched
+        "split_bare": (_trace(_bare, {}, np.float16), "float16", False, False, False, False, False, False, True,
+                       True, False, 128, False, False, True),
+        "split_wide_mmajor_a_bare": (_trace(_bare, {}, np.float16), "bfloat16", False, False, False, False, False,
+                                     False, True, False, False, 256, False, False, True),
+        "split_col_sums_det": (evt_core.trace(_col_sums, {"accum": np.empty((64, 64), np.float32),
+                                                          "bias": np.empty((64,), np.float16),
+                                                          "D": np.empty((64, 64), np.float16),
+                                                          "S": np.empty((64,), np.float32)}).program,
+                               "float16", False, False, False, True, False, False, True, True, True, 128, False,
+                               False, True),
+        "split_staged_stats_batched": (evt_core.trace(_row_col_stats, {"accum": np.empty((2, 64, 64), np.float32),
+                                                                       "bias": np.empty((64,), np.float32),
+                                                                       "y": np.empty((2, 64, 64), np.float16),
+                                                                       "y_rowsum": np.empty((2, 64), np.float32),
+                                                                       "y_colmax": np.empty((2, 64), np.float32),
+                                                                       "y_min": np.empty((2,), np.float32)}).program,
+                                       "bfloat16", True, True, False, False, False, False, False, True, False, 128,
+                                       False, False, True),
     }
 
 
@@ -198,10 +231,10 @@ def build(name):
         from evt_backends.numba_cuda.codegen.mainloop_sm90 import module_prelude, sm90_params, sm90_source
         from evt_backends.gpu.fastmath import fast_ops
         p, ab, kmajor, a_batched, b_batched, det, pingpong, aux, frag, *rest = programs()[name]
-        a_kmajor, fast, bn, ring, overlap = (list(rest) + [True, False, 128, False, False][len(rest):])[:5]
+        a_kmajor, fast, bn, ring, overlap, split = (list(rest) + [True, False, 128, False, False, False][len(rest):])[:6]
         src = module_prelude(ab, kmajor, a_kmajor, bn) + "\n" + sm90_source(
             p, ab, kmajor, a_batched, b_batched, det, pingpong, aux, frag, fast=fast_ops(p) if fast else (),
-            a_kmajor=a_kmajor, bn=bn, aux_ring=ring, overlap=overlap)
+            a_kmajor=a_kmajor, bn=bn, aux_ring=ring, overlap=overlap, split=split)
         key = nb.cache_key("sm90_kernels", name, p.key(), src)
-        _built[name] = nb.build(key, src, "evt_kernel", sm90_params(p, frag, ring), sm90a=True)
+        _built[name] = nb.build(key, src, "evt_kernel", sm90_params(p, frag, ring, split), sm90a=True)
     return _built[name]

@@ -17,7 +17,8 @@ KERNELS = ("bare", "bias_gelu", "reductions_aux_two_outputs", "means_batched", "
            "wide_bare", "wide_mmajor_a_bare", "wide_bias_gelu", "frag_ring_layernorm_stats",
            "frag_ring_two_inputs_batched", "wide_ring_layernorm_stats", "wide_ffn_relu_two_outputs",
            "wide_bias_col_sums", "overlap_gelu_backward", "overlap_layernorm_stats", "overlap_ffn_gelu",
-           "overlap_two_inputs_batched")
+           "overlap_two_inputs_batched", "split_bare", "split_wide_mmajor_a_bare", "split_col_sums_det",
+           "split_staged_stats_batched")
 
 
 # Known spills, kept from growing (none now: the ping-pong fragment epilogue's column vector,
@@ -45,7 +46,7 @@ def test_sass_is_warp_specialised_wgmma_with_tma(sass, name):
     from evt_backends.numba_cuda.runtime.build import sass_listing, sass_opcodes
     built, ops = sass[name]
     frags = 2 if "pingpong" in name else 1
-    bn = 256 if name.startswith("wide") else 128
+    bn = 256 if "wide" in name else 128
     assert ops["HGMMA"] >= frags * sm90.K16_STEPS, ops   # 4 x m64nBNk16 per k-block and fragment
     shapes = {k.split(".")[1] for k in sass_opcodes(built.image, modifiers=True) if k.startswith("HGMMA.")}
     assert shapes == {f"64x{bn}x16"}, shapes           # every wgmma at the variant's tile width

@@ -41,7 +41,7 @@ OVERLAPPABLE = ["bare", "bias_gelu", "row_col", "residual", "row_sums", "two_out
 @pytest.mark.parametrize("name", OVERLAPPABLE)
 def test_overlap_is_taken_where_the_fragment_epilogue_runs_128_wide(gpu, name):
     v, note = _choose(name, 4096, 4096, 1024, schedule="overlap")
-    assert v[0] == "sm90" and v[-1] is True and v[9] == 128 and v[5] is False, (v, note)
+    assert v[0] == "sm90" and v[11] is True and v[9] == 128 and v[5] is False, (v, note)
     assert "tile 128x128x64" in note and "overlapped cooperative schedule" in note, note
 
 
@@ -52,7 +52,7 @@ def test_overlap_is_taken_where_the_fragment_epilogue_runs_128_wide(gpu, name):
 ])
 def test_overlap_not_taken_says_why_and_runs_cooperative(gpu, name, kw, why):
     v, note = _choose(name, 4096, 4096, 1024, schedule="overlap", **kw)
-    assert v[0] == "sm90" and v[-1] is False and v[5] is False, (v, note)
+    assert v[0] == "sm90" and v[11] is False and v[5] is False, (v, note)
     assert f"cooperative (sm90_schedule='overlap' not taken: " in note and why in note, note
 
 
@@ -61,7 +61,7 @@ def test_other_schedules_never_overlap(gpu, name):
     for schedule in ("auto", "cooperative", "pingpong"):
         for p in (OVERLAPPABLE if name == "auto_kinds" else [name]):
             v, note = _choose(p, 4096, 4096, 1024, schedule=schedule)
-            assert v[-1] is False and "overlap" not in note, (schedule, p, note)
+            assert v[11] is False and "overlap" not in note, (schedule, p, note)
 
 
 @pytest.mark.parametrize("name", OVERLAPPABLE)

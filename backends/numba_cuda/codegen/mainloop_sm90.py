@@ -18,8 +18,10 @@ call allows it, else (epilogue_sm90.py) stages each consumer's fragment through 
 into the thread layout EpilogueWriter expects, so every op, reduction and deterministic mode of
 the mma.sync kernel works unchanged.
 """
+import functools
+
 from ...gpu import sm90
-from . import epilogue_fragment
+from . import epilogue_fragment, splitk
 from .frag_layout import FragLayout
 from .epilogue_sm90 import SmemLayout, aux_copy_lines, epilogue_lines, tile_inputs
 from .abi import Param, arg_list, main_params
@@ -33,14 +35,14 @@ STAGES = 6                        # deepest ring (cupy's autotuner measured 5-6 
 WAIT_FULL, WAIT_EMPTY = 1, 2      # watchdog codes: which wait timed out
 
 
-def sm90_params(program, frag=False, aux_ring=False):
+def sm90_params(program, frag=False, aux_ring=False, split=False):
     """main_params, then what only this kernel takes: the tensor maps (global-memory addresses)
     of A, B, (fragment epilogue) every output and (aux_ring) every (M, N) input, the watchdog
-    word, and the tile counts."""
+    word, the tile counts and (split) split-K's count, partials and counters (splitk.PARAMS)."""
     outs = [Param(f"tmO{k}", "ptr") for k in range(len(program.outputs))] if frag else []
     auxs = [Param(f"tmX{x}", "ptr") for x in range(len(tile_inputs(program)))] if aux_ring else []
     return main_params(program) + [Param("tmA", "ptr"), Param("tmB", "ptr"), *outs, *auxs, Param("werr", "ptr"),
-                                   Param("tiles_m", "int"), Param("tiles_n", "int")]
+                                   Param("tiles_m", "int"), Param("tiles_n", "int"), *splitk.params(split)]
 
 
 def smem_layout(program, deterministic, pingpong, aux_async, frag, bn=BN_DEFAULT, aux_ring=False):
@@ -63,7 +65,8 @@ def module_prelude(ab_dtype, b_kmajor, a_kmajor=True, bn=BN_DEFAULT):
 
 
 def sm90_source(program, ab_dtype, b_kmajor, a_batched, b_batched, deterministic, pingpong=False,
-                aux_async=False, frag=False, fast=(), a_kmajor=True, bn=BN_DEFAULT, aux_ring=False, overlap=False):
+                aux_async=False, frag=False, fast=(), a_kmajor=True, bn=BN_DEFAULT, aux_ring=False, overlap=False,
+                split=False):
     """aux_async: the epilogue's (M, N) inputs are copied into shared memory by cp.async while
     the tile's mainloop runs (epilogue_sm90.aux_copy_lines), instead of loaded per row.
     frag: the tree is evaluated on the fragments and the outputs TMA-stored (epilogue_fragment;
@@ -75,7 +78,9 @@ def sm90_source(program, ab_dtype, b_kmajor, a_batched, b_batched, deterministic
     (M, N) inputs are TMA-loaded by the producer into the ring positions after each tile's
     k-blocks (cooperative fragment epilogue; _aux_ring_loads, _aux_ring_wait, _aux_ring_release);
     overlap: the cooperative schedule with two accumulator sets, a tile's epilogue between the
-    next tile's k-blocks (consumer_overlap.py; 128 x 128, fragment epilogue, no cp.async copies)."""
+    next tile's k-blocks (consumer_overlap.py; 128 x 128, fragment epilogue, no cp.async copies);
+    split: serial split-K over (tile, split) units (splitk.py; cooperative, no (M, N) inputs)."""
+    assert not split or not (pingpong or overlap or tile_inputs(program)), "split-K: see splitk.py"
     assert bn in TILE_WIDTHS and (bn == BN_DEFAULT or (frag and not pingpong)), (bn, frag, pingpong)
     assert not aux_ring or (frag and not pingpong), "aux_ring: the cooperative fragment epilogue"
     lay = smem_layout(program, deterministic, pingpong, aux_async, frag, bn, aux_ring)
@@ -89,6 +94,7 @@ def sm90_source(program, ab_dtype, b_kmajor, a_batched, b_batched, deterministic
         "tid = thread % 128",
         f"tiles = L * tiles_m * tiles_n",
         f"ktiles = udiv32(K + {sm90.BK - 1}, {sm90.BK})",
+        *(["units = tiles * splits"] if split else []),
         "if thread == 0:",
         f"    for s in range({stages}):",
         "        mbar_init(bars + 8 * s, 1)            # full: the producer's expect_tx arrival",
@@ -99,14 +105,14 @@ def sm90_source(program, ab_dtype, b_kmajor, a_batched, b_batched, deterministic
         "if wgid == 0:",
     ]
     body += ["    " + s for s in _producer((a_kmajor, b_kmajor), a_batched, b_batched, stages, bn,
-                                         _aux_ring_loads(program, lay))]
+                                         _aux_ring_loads(program, lay), split)]
     body.append("else:")
     from . import consumer_overlap     # (here: it imports this module's k-block pieces)
     if overlap:
         assert frag and not pingpong and bn == BN_DEFAULT and not lay.aux, "overlap: see consumer_overlap.py"
         tail = consumer_overlap.consumer_overlap(program, (a_kmajor, b_kmajor), deterministic, lay)
     else:
-        consumer = _consumer_pingpong if pingpong else _consumer
+        consumer = _consumer_pingpong if pingpong else functools.partial(_consumer, split=split)
         epilogue = (epilogue_fragment.fragment_lines if frag else epilogue_lines)
         tail = consumer(program, (a_kmajor, b_kmajor), deterministic, lay, epilogue,
                         epilogue_fragment.vector_loads(program, lay) if frag else [])
@@ -118,7 +124,7 @@ def sm90_source(program, ab_dtype, b_kmajor, a_batched, b_batched, deterministic
     head = epilogue_fragment.device_functions(program, lay, fast, preload) + "\n\n" if frag else ""
     if overlap:
         head += consumer_overlap.device_functions((a_kmajor, b_kmajor), lay) + "\n\n"
-    src = head + f"def evt_kernel({arg_list(sm90_params(program, frag, lay.aux_ring if frag else False))}):\n" + "\n".join("    " + s if s else "" for s in body)
+    src = head + f"def evt_kernel({arg_list(sm90_params(program, frag, lay.aux_ring if frag else False, split))}):\n" + "\n".join("    " + s if s else "" for s in body)
     return src + "\n"
 
 
@@ -140,8 +146,9 @@ def tile_coords(ind, bn, tile="tile", sfx=""):
     return [ind + x for x in lines]
 
 
-def _producer(layouts, a_batched, b_batched, stages, bn, aux_loads=()):
-    """aux_loads: (map names, lines after a tile's k-blocks) from _aux_ring_loads."""
+def _producer(layouts, a_batched, b_batched, stages, bn, aux_loads=(), split=False):
+    """aux_loads: (map names, lines after a tile's k-blocks) from _aux_ring_loads; split: the
+    loop runs over split-K's work units, each a tile's k-blocks [kb0, kb1) (splitk.unit_loop)."""
     a_kmajor, b_kmajor = layouts
     stage = sm90.stage_bytes(bn)
     a_bytes = sm90.a_stage_bytes()
@@ -166,11 +173,11 @@ def _producer(layouts, a_batched, b_batched, stages, bn, aux_loads=()):
            "    tensormap_acquire(tmB)",
            *[f"    tensormap_acquire({tm})" for tm in (aux_loads[0] if aux_loads else [])],
            "    s = 0",
-           "    ph = 0",
-           "    tile = cuda.blockIdx.x",
-           "    while tile < tiles:    # (a stepped range() would divide in int64: a CALL)"]
+           "    ph = 0"]
+    out += splitk.unit_loop("    ") if split else ["    tile = cuda.blockIdx.x",
+                                                  "    while tile < tiles:    # (a stepped range() would divide in int64: a CALL)"]
     out += tile_coords("        ", bn)
-    out += ["        for kb in range(ktiles):",
+    out += [f"        for kb in range({'kb0, kb1' if split else 'ktiles'}):",
             f"            mbar_wait(bars + 8 * ({stages} + s), ph ^ 1, werr, {WAIT_EMPTY})   # consumers released slot s",
             "            fb = bars + 8 * s",
             f"            mbar_expect_tx(fb, {stage})   # full boxes: TMA zero-fills past the edges",
@@ -180,7 +187,7 @@ def _producer(layouts, a_batched, b_batched, stages, bn, aux_loads=()):
     out += ["            " + x for x in a_loads + b_loads]
     out += ["            " + x for x in _advance(stages)]
     out += ["        " + x for x in (aux_loads[1] if aux_loads else [])]
-    out += ["        tile = tile + cuda.gridDim.x"]
+    out += ["        u = u + cuda.gridDim.x" if split else "        tile = tile + cuda.gridDim.x"]
     return out
 
 
@@ -244,16 +251,17 @@ def _aux_ring_release(lay):
     return out
 
 
-def _k_loop(layouts, frags, stages, bn):
+def _k_loop(layouts, frags, stages, bn, split=False):
     """The consumer's k-loop over one tile: layouts = (a_kmajor, b_kmajor); frags =
     [(accumulator tuple, byte offset of its 64 rows of A inside a stage: the same in both A
     layouts)], each one m64n{bn} wgmma per k16 step (the B descriptor is the same for both
     widths: a K-major B's rows are SBO apart, an N-major B's 64-column panels LBO apart). A
     slot is released one k-block late (wait_group 1 keeps one wgmma group in flight). The
     tile's first k16 step has scale_d 0 (kb == 0: the accumulators come in undefined); one
-    fence and one wait serve every fragment, the others are only tied beside them (wg_tie)."""
-    out = ["prev = -1", "for kb in range(ktiles):"]
-    out += ["    " + x for x in k_issue(layouts, frags, bn) + k_retire(frags, stages)]
+    fence and one wait serve every fragment, the others are only tied beside them (wg_tie).
+    split: a split-K unit's k-blocks [kb0, kb1), scale_d 0 at kb0."""
+    out = ["prev = -1", f"for kb in range({'kb0, kb1' if split else 'ktiles'}):"]
+    out += ["    " + x for x in k_issue(layouts, frags, bn, "kb - kb0" if split else "kb") + k_retire(frags, stages)]
     return out + k_drain(frags, stages)
 
 
@@ -263,9 +271,10 @@ def _once(frags, op, ind, note=""):
             for i, (acc, _) in enumerate(frags)]
 
 
-def k_issue(layouts, frags, bn):
+def k_issue(layouts, frags, bn, first="kb"):
     """k-block kb's wgmma group: wait for its slot s to fill, then one wgmma per fragment and
-    k16 step, committed as one group (it runs while the lines after it execute)."""
+    k16 step, committed as one group (it runs while the lines after it execute). first: the
+    first k16 step's scale_d, 0 on the tile's first k-block."""
     a_kmajor, b_kmajor = layouts
     stage = sm90.stage_bytes(bn)
     ka, la, sa_ = sm90.DESC_K_MAJOR if a_kmajor else sm90.DESC_N_MAJOR
@@ -276,7 +285,7 @@ def k_issue(layouts, frags, bn):
     out += _once(frags, "wg_fence", "")
     for k in range(sm90.K16_STEPS):
         out += [f"{acc} = wg_mma({acc}, wgmma_desc(sa + {a_off} + {ka * k}, {la}, {sa_}), "
-                f"wgmma_desc(sb + {kb_ * k}, {lb}, {sb_}), {'kb' if k == 0 else 1})" for acc, a_off in frags]
+                f"wgmma_desc(sb + {kb_ * k}, {lb}, {sb_}), {first if k == 0 else 1})" for acc, a_off in frags]
     return out + ["wg_commit()"]
 
 
@@ -296,24 +305,25 @@ def k_drain(frags, stages):
                                             f"    mbar_arrive(bars + 8 * ({stages} + prev))"]
 
 
-def _consumer(program, layouts, deterministic, lay, epilogue, tile_loads):
+def _consumer(program, layouts, deterministic, lay, epilogue, tile_loads, split=False):
     """Cooperative: both consumer warpgroups work on every tile, 64 rows each. tile_loads: the
-    epilogue's loads issued at the tile's start (epilogue_fragment.vector_loads)."""
+    epilogue's loads issued at the tile's start (epilogue_fragment.vector_loads). split: over
+    split-K's work units, the epilogue after the fix-up and only in the last split (splitk.py)."""
     out = ["# ---- consumer warpgroups: wgmma over the ring, then the fused epilogue ----",
            "setmaxnreg_consumer()",
            "wg = wgid - 1",
            "s = 0",
-           "ph = 0",
-           "tile = cuda.blockIdx.x",
-           "while tile < tiles:"]
+           "ph = 0"]
+    out += splitk.unit_loop("") if split else ["tile = cuda.blockIdx.x", "while tile < tiles:"]
     out += tile_coords("    ", lay.bn)
     out.append("    acc = acc_undef()")
     out += ["    " + x for x in tile_loads + aux_copy_lines(program, lay)]
-    out += ["    " + x for x in _k_loop(layouts, [("acc", f"wg * {sm90.A_HALF_BYTES}")], lay.stages, lay.bn)]
+    out += ["    " + x for x in _k_loop(layouts, [("acc", f"wg * {sm90.A_HALF_BYTES}")], lay.stages, lay.bn, split)]
     out += ["    " + x for x in _aux_ring_wait(lay)]
-    out += ["    " + x for x in epilogue(program, lay, ["acc"], deterministic)]
+    epi = epilogue(program, lay, ["acc"], deterministic)
+    out += ["    " + x for x in (splitk.fixup(lay.bn // 2) + splitk.epilogue(epi) if split else epi)]
     out += ["    " + x for x in _aux_ring_release(lay)]
-    out.append("    tile = tile + cuda.gridDim.x")
+    out.append("    u = u + cuda.gridDim.x" if split else "    tile = tile + cuda.gridDim.x")
     return out
 
 

@@ -376,3 +376,70 @@ def wgmma_ops(n_acc, ab, b_kmajor, a_kmajor=True):
     wait0 = _tied(n_acc, "wgmma.wait_group.sync.aligned 0;")
     commit = _void_intrinsic("wgmma.commit_group.sync.aligned;", "~{memory}", 0, set())
     return fence, mma, commit, wait1, wait0
+
+
+# ---- serial split-K (codegen/splitk.py) ----------------------------------------------------------
+# A warpgroup's partials: accumulator i of thread tid at float (i * 128 + tid) of its slot, so
+# each register's 128 stores are one coalesced 512-byte row. The intrinsics take the tuple's
+# length from its type (64 or 128 accumulators).
+
+@intrinsic
+def sk_store(typingctx, acc, addr):
+    """Store the accumulators to global memory at addr + 512 i (thread's own column)."""
+    n = acc.count
+
+    def codegen(context, builder, sig, args):
+        text = " ".join(f"st.global.f32 [$0+{512 * i}], ${i + 1};" for i in range(n))
+        _asm(builder, _VOID, text, ",".join(["l"] + ["f"] * n + ["~{memory}"]),
+             [args[1]] + [builder.extract_value(args[0], i) for i in range(n)])
+    return types.void(acc, i64), codegen
+
+
+@intrinsic
+def sk_add(typingctx, acc, addr):
+    """acc + the partials at addr + 512 i, read through L2 (ld.global.cg: another SM wrote them,
+    an L1 line could be stale), added in register order. Volatile, so it stays after the fence
+    that precedes it."""
+    n = acc.count
+
+    def codegen(context, builder, sig, args):
+        text = (f"{{ .reg .f32 t<{n}>; "
+                + " ".join(f"ld.global.cg.f32 t{i}, [${n}+{512 * i}];" for i in range(n)) + " "
+                + " ".join(f"add.rn.f32 ${i}, ${i}, t{i};" for i in range(n)) + " }")
+        st = ir.LiteralStructType([_F32] * n)
+        cons = ",".join(["=f"] * n + ["l"] + [str(i) for i in range(n)] + ["~{memory}"])
+        r = _asm(builder, st, text, cons, [args[1]] + [builder.extract_value(args[0], i) for i in range(n)])
+        return context.make_tuple(builder, sig.return_type, [builder.extract_value(r, i) for i in range(n)])
+    return acc(acc, i64), codegen
+
+
+@intrinsic
+def sk_zero(typingctx, acc):
+    """A tuple of acc's type holding 0.0 (the start of the fix-up's sum)."""
+    def codegen(context, builder, sig, args):
+        return context.make_tuple(builder, sig.return_type, [ir.Constant(_F32, 0.0)] * acc.count)
+    return acc(acc), codegen
+
+
+# The split's arrival at its (tile, warpgroup) counter, and whether it is the last: thread tid 0
+# increments the counter with atom.inc, which wraps to 0 at `last` (ns - 1), so the last arrival
+# sees `last` and leaves the counter at 0 for the next launch; barrier.red.or hands its answer to
+# the warpgroup's 128 threads (named barrier `bar`). Returns 1 (last) or 0 to every thread.
+_ARRIVE = """{
+\t.reg .pred p, q;
+\t.reg .u32 old;
+\tsetp.eq.u32 q, $2, 0;
+\tmov.u32 old, 0xffffffff;
+\t@q atom.global.inc.u32 old, [$1], $3;
+\tsetp.eq.u32 p, old, $3;
+\tbarrier.red.or.pred p, $4, 128, p;
+\tselp.u32 $0, 1, 0, p;
+\t}"""
+
+
+@intrinsic
+def sk_arrive(typingctx, counter, tid, last, bar):
+    def codegen(context, builder, sig, args):
+        vals = [args[0]] + [_u32(builder, v) for v in args[1:]]
+        return builder.zext(_asm(builder, _I32, _ARRIVE, "=r,l,r,r,r,~{memory}", vals), _I64)
+    return i64(i64, i64, i64, i64), codegen

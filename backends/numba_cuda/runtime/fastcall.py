@@ -34,14 +34,16 @@ class FastCall:
     """What one fully checked call decided, replayed for calls with the same key."""
 
     def __init__(self, runner, side, b, values, fns, grid, block, ws, names, like, finish=None, maps=None,
-                 ws_at=None):
+                 ws_at=None, ordered=None):
         """values: the main kernel's parameter values; names: the call's input names in call
         order; like: A (the device outputs go to); finish: (function, values, grid, block)
         of the reduction finish kernel, or None; maps: (position of the A map's address in values,
         launch_sm90.ReplayMaps, outputs with a TMA-store map, indices of the inputs with a
         TMA-load map) for the sm_90a kernel, whose tensor maps embed the operands' addresses,
         or None; ws_at: the position of the first workspace's address in values (a direct
-        reduction's workspace is its output: rewritten per call)."""
+        reduction's workspace is its output: rewritten per call); ordered: the call shares
+        workspaces with the runner's other calls (reductions, split-K's partials and counters,
+        whose addresses stay in values), so it is ordered across streams (default: reductions)."""
         p = runner.p
         self.order, self.side = runner._order, side
         self.stream = streams.stream_getter(side)
@@ -67,7 +69,7 @@ class FastCall:
         # kernel's atomics go into, new per call; their slots are rewritten last
         self.direct = [k for k, w in enumerate(ws) if w["direct"]]
         self.changed += [ws_at + 3 * k for k in self.direct]
-        self.reduces = bool(p.reductions)
+        self.ordered = bool(p.reductions) if ordered is None else ordered
         self.finish = None
         if finish is not None:
             # finish kernel: L, M, N, then per reduction ws, pl, pm, pn, wm, wn, red ptr, 3 strides
@@ -111,14 +113,14 @@ class FastCall:
         reds = ptrs[self.n_out:]
         for k in self.direct:
             values.append(reds[k])
-        if self.reduces:
+        if self.ordered:
             self.order.before(stream)
         for buf, bits, n, k in self.memsets:
             driver.memset32(reds[k] if buf is None else buf.ptr, bits, n, stream)
         self.main.replay(self.head, self.values, self.changed, values, stream, self)
         if self.finish is not None:
             self.finish.replay(self.finish_head, self.finish_values, self.red_pos, reds, stream, self)
-        if self.reduces:
+        if self.ordered:
             self.order.after(stream)
         return {n: made[i] for n, i in self.result_index}
 

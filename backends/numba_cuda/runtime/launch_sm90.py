@@ -12,7 +12,7 @@ from evt_core.dtypes import DTYPES
 
 from evt_core.errors import EvtError
 
-from ...gpu import sm90, tensormap
+from ...gpu import sm90, splitk, tensormap
 from . import driver
 from .map_slots import MapSlots
 from ..codegen.mainloop_sm90 import WAIT_EMPTY, WAIT_FULL, smem_layout
@@ -52,13 +52,14 @@ def tile_count(n, t):
     return -(-n // t)
 
 
-def grid(b, pingpong, bn):
+def grid(b, pingpong, bn, splits=1):
     """(launch grid, block, the reduction partial grid (n blocks, m blocks, L)) for tiles bn
-    wide: one CTA per SM at most (persistent), and one deterministic partial slot per tile
-    column and per block of rows a consumer warpgroup evaluates (64 cooperative, 128 ping-pong:
-    codegen/epilogue_sm90.staged_rows)."""
+    wide: one CTA per SM at most (persistent) over the tiles (split-K: the tiles x splits work
+    units), and one deterministic partial slot per tile column and per block of rows a consumer
+    warpgroup evaluates (64 cooperative, 128 ping-pong: codegen/epilogue_sm90.staged_rows; only
+    a tile's last split runs its epilogue, so split-K keeps these slots)."""
     tm, tn = tile_count(b.M, sm90.BM), tile_count(b.N, bn)
-    ctas = min(b.L * tm * tn, sm_count())
+    ctas = min(b.L * tm * tn * splits, sm_count())
     return (ctas, 1, 1), (sm90.THREADS, 1, 1), (tn, tm * (sm90.BM // staged_rows(pingpong)), b.L)
 
 
@@ -70,6 +71,35 @@ def extra_values(b, maps, bn):
     """The kernel's trailing parameters (codegen/mainloop_sm90.sm90_params): the map addresses
     (A, B, then the fragment epilogue's outputs), the watchdog word, the tile counts."""
     return [*maps, watchdog_pointer(), tile_count(b.M, sm90.BM), tile_count(b.N, bn)]
+
+
+class SplitBuffers:
+    """Split-K's fp32 partials and (tile, warpgroup) counters of one Runner (codegen/splitk.py),
+    grown on demand. Counters are zeroed once, when allocated (on the launch's stream, ahead of
+    the kernel), and every launch leaves them at zero. Buffers are never freed: a repeated-call
+    replay (runtime/fastcall.py) or a CUDA graph keeps the addresses it recorded, so a grown
+    pair replaces the current one and the old pair stays alive."""
+
+    def __init__(self):
+        self.current = None      # (partials, counters) DeviceBuffers
+        self.old = []
+
+    def pointers(self, b, bn, ns, stream, capturing):
+        """[ns, partials address, counters address]: the split kernel's trailing parameters
+        (codegen/splitk.PARAMS), or None where the buffers must grow during a CUDA-graph capture
+        (the counters could not be zeroed outside the graph: the call then runs unsplit)."""
+        from ..codegen.splitk import tile_floats
+        tiles = b.L * tile_count(b.M, sm90.BM) * tile_count(b.N, bn)
+        floats = splitk.workspace_floats(tiles, ns, tile_floats(bn))
+        have = self.current
+        if have is None or have[0].nbytes < 4 * floats or have[1].nbytes < 8 * tiles:
+            if capturing:
+                return None
+            if have is not None:
+                self.old.append(have)
+            have = self.current = (driver.DeviceBuffer(4 * floats), driver.DeviceBuffer(8 * tiles))
+            driver.memset32(have[1].ptr, 0, have[1].nbytes // 4, stream)
+        return [ns, have[0].ptr, have[1].ptr]
 
 
 def output_maps(b, program):
