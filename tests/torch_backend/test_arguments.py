@@ -21,9 +21,9 @@ from evt_core.errors import ArgumentError, UnsupportedError  # noqa: E402
     ({"cudagraphs": 1}, ArgumentError, "cudagraphs=1"),
     # kernel-backend options: the names of the backend(s) `kernels` may pick, bools as bools
     ({"kernels": "numpy", "deterministic": True}, UnsupportedError, "'numpy' has no option 'deterministic'"),
-    ({"kernels": "numba_cuda", "split_k": 2}, UnsupportedError, "'numba_cuda' has no option 'split_k'"),
+    ({"kernels": "numba_cuda", "tile": "128x128x64/s6"}, UnsupportedError, "'numba_cuda' has no option 'tile'"),
     ({"kernels": "cupy", "bogus": 1}, UnsupportedError, "'cupy' has no option 'bogus'"),
-    ({"split_k": 2}, ArgumentError, "'split_k' is an option of cupy only.*may pick numba_cuda.*kernels='cupy'"),
+    ({"tile": "128x128x64/s6"}, ArgumentError, "'tile' is an option of cupy only.*may pick numba_cuda.*kernels='cupy'"),
     ({"sm90_schedule": "pingpong"}, ArgumentError, "'sm90_schedule' is an option of numba_cuda only"),
     ({"deterministic": 1}, ArgumentError, "deterministic=1.*True or False"),
 ])
@@ -35,6 +35,8 @@ def test_backend_refuses_by_name(kwargs, error, fragment):
 @pytest.mark.parametrize("kwargs", [
     {}, {"kernels": "numpy", "strict": True, "time_limit": 10}, {"deterministic": True, "fast_math": "auto"},
     {"kernels": "cupy", "split_k": 2, "tile": "128x128x64/s6"}, {"kernels": "numba_cuda", "sm90_schedule": "pingpong"},
+    # both GPU backends split K, so "auto" takes the option
+    {"split_k": 2}, {"split_k": "auto"}, {"kernels": "numba_cuda", "split_k": 4},
     {"solver": "greedy", "time_limit": None},
 ])
 def test_valid_arguments_are_taken(kwargs):
