@@ -6,9 +6,9 @@ file (name -> text), for checking that a refactor leaves the generated kernels b
 
 Trees: tests/numba_cuda/trees.py cases and the sm_90a programs of sm90_kernels.py. Sources:
 the SIMT kernel (3 operand dtypes x GPU/simulator tiling), the mma.sync kernel (fp16/bf16 x A/B
-layouts x both k-loops), the sm_90a kernel (fp16/bf16 x B layout x batched A/B), each with
-and without deterministic reductions; the finishing kernel; the parameter lists; the sm_90a
-module prelude and the module headers.
+layouts x both k-loops), the sm_90a kernel (fp16/bf16 x B layout x batched A/B; serial split-K
+where the tree has no (M, N) input), each with and without deterministic reductions; the
+finishing kernel; the parameter lists; the sm_90a module prelude and the module headers.
 """
 import itertools
 import os
@@ -21,6 +21,7 @@ from evt_backends.numba_cuda.codegen import abi, finish  # noqa: E402
 from evt_backends.numba_cuda.codegen import mainloop_mma as mma  # noqa: E402
 from evt_backends.numba_cuda.codegen import mainloop_simt as simt  # noqa: E402
 from evt_backends.numba_cuda.codegen import mainloop_sm90 as sm90  # noqa: E402
+from evt_backends.numba_cuda.codegen.epilogue_sm90 import tile_inputs  # noqa: E402
 from evt_backends.numba_cuda.runtime import build  # noqa: E402
 from sm90_kernels import programs as sm90_programs  # noqa: E402
 from trees import case  # noqa: E402
@@ -60,9 +61,13 @@ def sources():
                 if not (pp and aux):
                     put(f"sm90/{tname}/{dt}/b{bk}/aL{ab}/bL{bb}/det{det}" + ("/pp" if pp else "")
                         + ("/aux" if aux else ""), sm90.sm90_source(p, dt, bk, ab, bb, det, pp, aux))
+                    if not (pp or aux or tile_inputs(p)):     # serial split-K (cooperative, no (M, N) input)
+                        put(f"sm90/{tname}/{dt}/b{bk}/aL{ab}/bL{bb}/det{det}/split",
+                            sm90.sm90_source(p, dt, bk, ab, bb, det, split=True))
         if p.reductions:
             put(f"finish/{tname}", finish.finish_source(p))
         put(f"params/{tname}", repr([abi.main_params(p), abi.finish_params(p), sm90.sm90_params(p)]))
+        put(f"params_split/{tname}", repr(sm90.sm90_params(p, split=True)))
     for dt, bk in itertools.product(HALF, BOOL):
         put(f"sm90_prelude/{dt}/b{bk}", sm90.module_prelude(dt, bk))
     for sim in (False, True):

@@ -231,7 +231,8 @@ def build(name):
         from evt_backends.numba_cuda.codegen.mainloop_sm90 import module_prelude, sm90_params, sm90_source
         from evt_backends.gpu.fastmath import fast_ops
         p, ab, kmajor, a_batched, b_batched, det, pingpong, aux, frag, *rest = programs()[name]
-        a_kmajor, fast, bn, ring, overlap, split = (list(rest) + [True, False, 128, False, False, False][len(rest):])[:6]
+        defaults = [True, False, 128, False, False, False]
+        a_kmajor, fast, bn, ring, overlap, split = (list(rest) + defaults[len(rest):])[:6]
         src = module_prelude(ab, kmajor, a_kmajor, bn) + "\n" + sm90_source(
             p, ab, kmajor, a_batched, b_batched, det, pingpong, aux, frag, fast=fast_ops(p) if fast else (),
             a_kmajor=a_kmajor, bn=bn, aux_ring=ring, overlap=overlap, split=split)

@@ -81,7 +81,7 @@ def test_split_takes_any_cooperative_tile_width(gpu, name):
     for tile_n in (128, 256):
         v, note = _choose(name, 256, 2048, 16384, 4, tile_n=tile_n)
         assert v[12] is True, (v, note)
-        assert v[9] == tile_n or f"sm90_tile_n=256 not taken" in note, note
+        assert v[9] == tile_n or "sm90_tile_n=256 not taken" in note, note
 
 
 def test_the_runner_passes_the_option(gpu):

@@ -32,7 +32,8 @@ def test_full_waves_and_short_k_stay_fused(m, n, k, batch):
     ("cupy", {"split_k": 1}, False), ("numba_cuda", {}, False), ("numba_cuda", {"split_k": 4}, True),
     ("auto", {"split_k": "auto"}, True), ("numpy", {"split_k": 4}, False)])
 def test_the_rule_gives_way_where_the_caller_asks_for_split_k(kernels, options, splits):
-    """Asked to split K (split_k, an option of both GPU backends), the backend keeps those GEMMs fused; by default cuBLAS runs them."""
+    """Asked to split K (split_k, an option of both GPU backends), the backend keeps those GEMMs
+    fused; by default cuBLAS runs them."""
     assert backend_splits_k(kernels, options) is splits
 
 

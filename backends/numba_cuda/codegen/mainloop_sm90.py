@@ -124,7 +124,8 @@ def sm90_source(program, ab_dtype, b_kmajor, a_batched, b_batched, deterministic
     head = epilogue_fragment.device_functions(program, lay, fast, preload) + "\n\n" if frag else ""
     if overlap:
         head += consumer_overlap.device_functions((a_kmajor, b_kmajor), lay) + "\n\n"
-    src = head + f"def evt_kernel({arg_list(sm90_params(program, frag, lay.aux_ring if frag else False, split))}):\n" + "\n".join("    " + s if s else "" for s in body)
+    params = arg_list(sm90_params(program, frag, lay.aux_ring if frag else False, split))
+    src = head + f"def evt_kernel({params}):\n" + "\n".join("    " + s if s else "" for s in body)
     return src + "\n"
 
 
@@ -174,8 +175,8 @@ def _producer(layouts, a_batched, b_batched, stages, bn, aux_loads=(), split=Fal
            *[f"    tensormap_acquire({tm})" for tm in (aux_loads[0] if aux_loads else [])],
            "    s = 0",
            "    ph = 0"]
-    out += splitk.unit_loop("    ") if split else ["    tile = cuda.blockIdx.x",
-                                                  "    while tile < tiles:    # (a stepped range() would divide in int64: a CALL)"]
+    out += splitk.unit_loop("    ") if split else [
+        "    tile = cuda.blockIdx.x", "    while tile < tiles:    # (a stepped range() would divide in int64: a CALL)"]
     out += tile_coords("        ", bn)
     out += [f"        for kb in range({'kb0, kb1' if split else 'ktiles'}):",
             f"            mbar_wait(bars + 8 * ({stages} + s), ph ^ 1, werr, {WAIT_EMPTY})   # consumers released slot s",
