@@ -285,7 +285,7 @@ def sm90_wide_tile_pays(b, program=None):
     - a grid of 128 x 256 tiles that fills most of the GPU, L ceil(M / 128) ceil(N / 256) >=
       WIDE_TILE_MIN_FILL x the SM count: half as many tiles as 128 x 128 leave SMs idle where
       128 x 128 tiles would still fill them (the three shapes above: 96-128 tiles, 132 SMs).
-    This kernel has no split-K, so every call is a no-split-K one. The schedule and epilogue
+    Measured without split-K (the option split_k, off by default). The schedule and epilogue
     conditions are sm90_wide_tile_fits'. The same rule holds for every kind that fits, measured
     at 4096 x 4096 x 4096 (H200, 2026-12-03, bench/RESULTS.md runs 85-86): W4 (a bias, an fp16
     residual through the ring, two row sums) 221.6-231.0 against 238.6-244.1 us at 128 x 128,
