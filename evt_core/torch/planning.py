@@ -189,11 +189,11 @@ def split_k_reason(m: int, n: int, k: int, batch: int, sms: int) -> str:
 def backend_splits_k(kernels: str, options: dict) -> bool:
     """Whether the caller asked the kernel backend to split K (option split_k given and not 1:
     "auto" or a count, an option of both GPU backends), so the rule above gives way and such
-    GEMMs stay fused. Not by
-    default: cupy's own default "auto" splits these GEMMs when they are called directly (0.94-1.27 ×
-    cuBLAS against 1.6-6.7 × unsplit, bench/RESULTS.md 2026-12-07), but inside a training
-    step the one measured (the MLP's two weight gradients) gained nothing against cuBLAS
-    (0.254 ms a step either way), so cuBLAS keeps them unless asked."""
+    GEMMs stay fused. Not by default: cupy's own default "auto" splits these GEMMs when they
+    are called directly (0.94-1.22 × cuBLAS against 1.6-6.7 × unsplit, bench/RESULTS.md
+    2026-12-07), but inside a training step the one measured (the MLP's two weight gradients)
+    gained nothing against cuBLAS (0.254 ms a step either way), so cuBLAS keeps them unless
+    asked."""
     return kernels != "numpy" and options.get("split_k", 1) != 1
 
 

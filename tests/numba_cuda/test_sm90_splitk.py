@@ -1,7 +1,7 @@
 """CPU checks of serial split-K in the sm_90a kernel (option split_k, codegen/splitk.py): which
 calls split and into how many parts (select.sm90_splits, split_refusal), the generated source's
 unit loop and fix-up, the SASS of split kernels, and the host side (grid, buffers, option).
-Its results on a GPU: tests/gpu/test_numba_sm90.py::test_split_k."""
+Its results on a GPU: tests/gpu/test_numba_splitk.py::test_split_k."""
 import os
 import sys
 from types import SimpleNamespace
