@@ -69,7 +69,7 @@ def scalar_value(name, v):
         return _in_fp32_range(name, _as_float(name, v))
     if hasattr(v, "shape") and hasattr(v, "dtype"):     # NumPy, CuPy, torch
         if tuple(v.shape) == () and _real_kind(v.dtype):
-            return _in_fp32_range(name, float(v))
+            return _in_fp32_range(name, _as_float(name, v[()] if isinstance(v, np.ndarray) else float(v)))
         raise ArgumentError(f"scalar {name!r} is an array of shape {tuple(v.shape)} and dtype {v.dtype}; "
                             f"pass a Python number (or a 0-d real array) for it, or re-trace with an "
                             f"array example to make {name!r} a tensor input")
@@ -89,9 +89,13 @@ def _as_float(name, v):
     """float(v) of a real number; an int or Fraction beyond even float64's range (float()
     raises OverflowError) is refused like any other finite value beyond float32's."""
     try:
-        return float(v)
+        with np.errstate(over="ignore"):
+            f = float(v)
     except OverflowError:
         raise ArgumentError(_beyond_fp32(name, v)) from None
+    if math.isinf(f) and isinstance(v, np.floating) and np.isfinite(v):    # a long double beyond float64's
+        raise ArgumentError(_beyond_fp32(name, v))
+    return f
 
 
 def _beyond_fp32(name, v):

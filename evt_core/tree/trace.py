@@ -157,7 +157,9 @@ def fp32_constant(x, what):
     try:
         with np.errstate(over="ignore"):
             v = float(np.float32(x))
-        finite = math.isfinite(float(x))
+        # np.isfinite for NumPy floats: a long double beyond float64's range is finite, yet
+        # float() of it is inf
+        finite = bool(np.isfinite(x)) if isinstance(x, np.floating) else math.isfinite(float(x))
     except OverflowError:           # an int or Fraction beyond even float64's range
         v, finite = math.inf, True
     if math.isinf(v) and finite:

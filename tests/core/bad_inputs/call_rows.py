@@ -112,6 +112,12 @@ def rows(backend, simulator=False):
             "'alpha' = ~1e+400 is beyond float32"),
         Row("scalar-fraction-beyond-float64", lambda: _call(be, A, B, **_with(alpha=Fraction(10 ** 400, 3))),
             ArgumentError, "'alpha' = ~3.33e+399 is beyond float32"),
+        *([Row("scalar-longdouble-beyond-float64", lambda: _call(be, A, B, **_with(alpha=np.longdouble("1e4000"))),
+            ArgumentError, "'alpha' = np.longdouble('1e+4000') is beyond float32"),
+          Row("scalar-0d-longdouble-beyond-float64",
+              lambda: _call(be, A, B, **_with(alpha=np.array(np.longdouble("1e4000")))), ArgumentError,
+              "'alpha' = np.longdouble('1e+4000') is beyond float32")]
+          if np.finfo(np.longdouble).max > np.finfo(np.float64).max else []),   # 80-bit long double only
         Row("scalar-inf-is-valid", lambda: _valid(be, alpha=float("inf"), clean={"alpha": np.inf}), None),
         Row("scalar-bad-after-good-call", lambda: _twice(be, _with(alpha="0.5")), ArgumentError, "'alpha'"),
         # ---- batches

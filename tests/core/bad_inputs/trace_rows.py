@@ -188,6 +188,9 @@ ROWS = [
     Row("constant-beyond-fp32", _epi(lambda a: a * 1e300), TraceError, "1e+300, is beyond float32"),
     Row("output-constant-beyond-fp32", _epi(lambda a: -1e39), TraceError, "output 'D'"),
     Row("constant-int-beyond-float64", _epi(lambda a: a * 10 ** 400), TraceError, "~1e+400, is beyond float32"),
+    *([Row("constant-longdouble-beyond-float64", _epi(lambda a: a * np.longdouble("1e4000")), TraceError,
+        "np.longdouble('1e+4000'), is beyond float32")]
+      if np.finfo(np.longdouble).max > np.finfo(np.float64).max else []),   # 80-bit long double only
     Row("output-constant-int-beyond-float64", _epi(lambda a: 10 ** 400), TraceError, "output 'D', ~1e+400"),
     Row("constant-inf-is-valid", lambda: _same_as(lambda a: ops.minimum(a, float("inf")), lambda a: a * 1.0), None),
     Row("output-a-bool", _epi(lambda a: True), TraceError, "output 'D' is a bool"),
