@@ -18,6 +18,7 @@ import os
 
 import numpy as np
 
+from .dtypes import is_finite
 from .errors import ArgumentError, ShapeError
 
 FP32_MAX = float(np.finfo(np.float32).max)
@@ -93,7 +94,7 @@ def _as_float(name, v):
             f = float(v)
     except OverflowError:
         raise ArgumentError(_beyond_fp32(name, v)) from None
-    if math.isinf(f) and isinstance(v, np.floating) and np.isfinite(v):    # a long double beyond float64's
+    if math.isinf(f) and is_finite(v):      # a NumPy long double beyond float64's range
         raise ArgumentError(_beyond_fp32(name, v))
     return f
 

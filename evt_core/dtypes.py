@@ -1,6 +1,7 @@
 """The three storage dtypes and their rounding. Compute is always float32; a store rounds its
 fp32 value to the output dtype with round-to-nearest-even (NumPy's astype for float16,
 ml_dtypes' for bfloat16)."""
+import math
 import struct
 
 import ml_dtypes
@@ -50,3 +51,10 @@ def float_bits(x: float) -> bytes:
     equate a NaN with itself (the same NaN constant is one value, as CSE wants). Raises
     OverflowError for an int beyond float range."""
     return struct.pack("<d", float(x))
+
+
+def is_finite(x) -> bool:
+    """Whether the real number x is finite, judged on x itself: a NumPy long double beyond
+    float64's range is finite though float() of it is inf. float() of an int or Fraction beyond
+    float64's range raises OverflowError, which the caller handles."""
+    return bool(np.isfinite(x)) if isinstance(x, np.floating) else math.isfinite(float(x))

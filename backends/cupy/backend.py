@@ -5,6 +5,7 @@ from evt_core.backend import Backend, Kernel, Support
 from evt_core.errors import UnsupportedError
 from evt_core.tree.ops import Op
 
+from ..gpu import splitk
 from .codegen.plan import REDUCE_OPS, TileConfig
 from .codegen.spelling import CUDA_SPELLING
 from .runner import CupyRunner
@@ -61,8 +62,8 @@ class CupyBackend(Backend):
             raise UnsupportedError(f"mainloop={opts['mainloop']!r} is not one of {MAINLOOPS}")
         if opts["fast_math"] not in (True, False, "auto"):
             raise UnsupportedError(f"fast_math={opts['fast_math']!r} is not True, False or 'auto'")
-        if opts["split_k"] != "auto" and (type(opts["split_k"]) is not int or not 1 <= opts["split_k"] <= 64):
-            raise UnsupportedError(f"split_k={opts['split_k']!r}: pass an int from 1 to 64, or 'auto'")
+        if not splitk.valid_option(opts["split_k"]):
+            raise UnsupportedError(f"split_k={opts['split_k']!r}: pass an int from 1 to {splitk.MAX_SPLITS}, or 'auto'")
         for flag in ("a_mn_major_tma", "aux_ring"):
             if type(opts[flag]) is not bool:
                 raise UnsupportedError(f"{flag}={opts[flag]!r}: pass True or False")

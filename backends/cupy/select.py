@@ -74,7 +74,9 @@ def decide_spec(program, bound, options, cc, report=None, sms=None):
     in_cls = tuple(n_class(t.strides, t.array.ptr, op.dtype) for t, op in zip(bound.inputs, program.inputs))
     out_cls = tuple(n_class(t.strides, t.array.ptr, op.dtype) for t, op in zip(bound.outputs, program.outputs))
     tma_out, tma_extra, aux_tma = -1, (), ()
-    split = _splits(options.get("split_k", 1), bound, sms) if use90 else 1
+    # the int given, or for "auto" the shared rule on 128 x 128 tiles (the autotuner's are that or wider)
+    split = splitk.requested(options.get("split_k", 1), bound.L, bound.M, bound.N, bound.K, sms,
+                             sm90_geometry.BK) if use90 else 1
     if use90:
         storable = []
         for i, (t, op) in enumerate(zip(bound.outputs, program.outputs)):
@@ -132,12 +134,6 @@ def decide_spec(program, bound, options, cc, report=None, sms=None):
                 fm is True, fast_ops(program) if fm == "auto" else (), direct, a_kmajor=a_kmajor or not use90,
                 split_k=split, aux_ring=bool(options.get("aux_ring", True)))
     return _fit_options(program, spec, report)
-
-
-def _splits(option, bound, sms):
-    """split_k's value for this call (backends/gpu/splitk.requested: the int given, or for
-    "auto" the shared rule on the 128 x 128 tile count; the autotuner's tiles are that or wider)."""
-    return splitk.requested(option, bound.L, bound.M, bound.N, bound.K, sms, sm90_geometry.BK)
 
 
 def _direct_ok(red, t, bound):

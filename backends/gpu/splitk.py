@@ -9,9 +9,16 @@ hold every tile of one K range, so each k-block of A and B comes from DRAM once 
 that read it share it through L2. Each split stores its fp32 partials; the last split to finish
 a tile sums them in split order (so runs are bit-identical) and runs the epilogue.
 """
+from .sm90 import BM
+
 MAX_SPLITS = 64             # the option's range (1..64)
 MIN_SPLIT_KBLOCKS = 4       # a split shorter than this spends more on its fix-up than it saves
 MIN_KBLOCKS = 64            # K >= 4096: shorter GEMMs are not split (none was measured to pay)
+
+
+def valid_option(value) -> bool:
+    """The option split_k's values: "auto" or an int from 1 to MAX_SPLITS (1: off)."""
+    return value == "auto" or (type(value) is int and 1 <= value <= MAX_SPLITS)
 
 
 def split_count(tiles: int, k_blocks: int, sms: int) -> int:
@@ -27,9 +34,10 @@ def split_count(tiles: int, k_blocks: int, sms: int) -> int:
     return max(1, min(sms // tiles, k_blocks // MIN_SPLIT_KBLOCKS, MAX_SPLITS))
 
 
-def workspace_floats(tiles: int, splits: int, tile_elems: int) -> int:
-    """fp32 partials: one tile's accumulators per (tile, split)."""
-    return tiles * splits * tile_elems
+def workspace_floats(tiles: int, splits: int, bn: int) -> int:
+    """fp32 partials: one 128 x bn tile's accumulators per (tile, split) (two consumer
+    warpgroups of 128 threads, bn / 2 accumulators each)."""
+    return tiles * splits * BM * bn
 
 
 def requested(option, L: int, M: int, N: int, K: int, sms, bk: int = 64) -> int:
@@ -47,4 +55,3 @@ def splits_run(requested_splits: int, K: int, bk: int = 64) -> int:
     """ns, the splits a launch runs: min(S, k-blocks), so no split is empty (the kernels'
     k-block ranges [sp·KB/ns, (sp+1)·KB/ns) are then at least one k-block long)."""
     return min(requested_splits, max(1, -(-K // bk)))
-

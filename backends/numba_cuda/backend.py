@@ -13,7 +13,7 @@ import threading
 from evt_core.backend import Backend, Kernel, Support
 from evt_core.tree.ops import LEAVES, Op
 
-from ..gpu.splitk import MAX_SPLITS
+from ..gpu import splitk
 from .codegen.spelling import SPELLING
 
 _STRUCTURAL = LEAVES | {Op.STORE, Op.SUM, Op.MEAN, Op.AMAX, Op.AMIN}
@@ -106,8 +106,8 @@ class NumbaCudaBackend(Backend):
         if isinstance(tile_n, bool) or tile_n not in SM90_TILE_NS:
             return Support(False, f"option sm90_tile_n={tile_n!r} is not one of {SM90_TILE_NS}")
         split_k = options.get("split_k", 1)
-        if split_k != "auto" and (type(split_k) is not int or not 1 <= split_k <= MAX_SPLITS):
-            return Support(False, f"option split_k={split_k!r} is not an int from 1 to {MAX_SPLITS} or 'auto'")
+        if not splitk.valid_option(split_k):
+            return Support(False, f"option split_k={split_k!r} is not an int from 1 to {splitk.MAX_SPLITS} or 'auto'")
         if options.get("sm90_epilogue", "auto") not in SM90_EPILOGUES:
             return Support(False, f"option sm90_epilogue={options['sm90_epilogue']!r} is not one of {SM90_EPILOGUES}")
         return Support.yes()

@@ -14,7 +14,7 @@ import textwrap
 import numpy as np
 
 from ..call import _real_kind, number_text
-from ..dtypes import dtype_name
+from ..dtypes import dtype_name, is_finite
 from ..errors import EvtError, ShapeError, TraceError
 from ..program import Operand
 from .ir import Node, describe
@@ -157,9 +157,7 @@ def fp32_constant(x, what):
     try:
         with np.errstate(over="ignore"):
             v = float(np.float32(x))
-        # np.isfinite for NumPy floats: a long double beyond float64's range is finite, yet
-        # float() of it is inf
-        finite = bool(np.isfinite(x)) if isinstance(x, np.floating) else math.isfinite(float(x))
+        finite = is_finite(x)
     except OverflowError:           # an int or Fraction beyond even float64's range
         v, finite = math.inf, True
     if math.isinf(v) and finite:

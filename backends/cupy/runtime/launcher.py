@@ -119,7 +119,7 @@ class CompiledKernel:
             return tiles, ()
         import cupy as cp
         ns = splitk.splits_run(S, K, self.cfg.bk)
-        floats = splitk.workspace_floats(tiles, S, 2 * 128 * (self.cfg.bn // 2))   # 2 warpgroups x 128 threads
+        floats = splitk.workspace_floats(tiles, S, self.cfg.bn)
         if self._splitk is None or self._splitk[0].size < floats or self._splitk[1].size < 2 * tiles:
             self._splitk_old = getattr(self, "_splitk_old", []) + [self._splitk]   # earlier launches' buffers
             self._splitk = (cp.empty(max(floats, 1), np.float32), cp.zeros(max(2 * tiles, 1), np.uint32))

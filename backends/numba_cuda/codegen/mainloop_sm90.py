@@ -18,8 +18,6 @@ call allows it, else (epilogue_sm90.py) stages each consumer's fragment through 
 into the thread layout EpilogueWriter expects, so every op, reduction and deterministic mode of
 the mma.sync kernel works unchanged.
 """
-import functools
-
 from ...gpu import sm90
 from . import epilogue_fragment, splitk
 from .frag_layout import FragLayout
@@ -112,10 +110,10 @@ def sm90_source(program, ab_dtype, b_kmajor, a_batched, b_batched, deterministic
         assert frag and not pingpong and bn == BN_DEFAULT and not lay.aux, "overlap: see consumer_overlap.py"
         tail = consumer_overlap.consumer_overlap(program, (a_kmajor, b_kmajor), deterministic, lay)
     else:
-        consumer = _consumer_pingpong if pingpong else functools.partial(_consumer, split=split)
         epilogue = (epilogue_fragment.fragment_lines if frag else epilogue_lines)
-        tail = consumer(program, (a_kmajor, b_kmajor), deterministic, lay, epilogue,
-                        epilogue_fragment.vector_loads(program, lay) if frag else [])
+        args = (program, (a_kmajor, b_kmajor), deterministic, lay, epilogue,
+                epilogue_fragment.vector_loads(program, lay) if frag else [])
+        tail = _consumer_pingpong(*args) if pingpong else _consumer(*args, split=split)
     if frag:
         tail = tail[:2] + epilogue_fragment.consumer_prologue(program) + tail[2:] + \
             epilogue_fragment.consumer_epilogue()

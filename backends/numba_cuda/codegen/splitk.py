@@ -34,12 +34,6 @@ def slot_floats(n_acc):
     return n_acc * 128
 
 
-def tile_floats(bn):
-    """fp32 partials of one (tile, split): both consumer warpgroups' slots (the per-tile size
-    backends/gpu/splitk.workspace_floats multiplies)."""
-    return 2 * slot_floats(bn // 2)
-
-
 def unit_loop(ind):
     """Opens a loop over the CTA's work units (producer and consumers alike): sets sp, tile and
     the k-block range [kb0, kb1) of unit u (u32 math: tiles * splits < 2^31, select checks)."""

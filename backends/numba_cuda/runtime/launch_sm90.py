@@ -88,9 +88,8 @@ class SplitBuffers:
         """[ns, partials address, counters address]: the split kernel's trailing parameters
         (codegen/splitk.PARAMS), or None where the buffers must grow during a CUDA-graph capture
         (the counters could not be zeroed outside the graph: the call then runs unsplit)."""
-        from ..codegen.splitk import tile_floats
         tiles = b.L * tile_count(b.M, sm90.BM) * tile_count(b.N, bn)
-        floats = splitk.workspace_floats(tiles, ns, tile_floats(bn))
+        floats = splitk.workspace_floats(tiles, ns, bn)
         have = self.current
         if have is None or have[0].nbytes < 4 * floats or have[1].nbytes < 8 * tiles:
             if capturing:
