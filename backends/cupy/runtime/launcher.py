@@ -123,6 +123,9 @@ class CompiledKernel:
         if self._splitk is None or self._splitk[0].size < floats or self._splitk[1].size < 2 * tiles:
             self._splitk_old = getattr(self, "_splitk_old", []) + [self._splitk]   # earlier launches' buffers
             self._splitk = (cp.empty(max(floats, 1), np.float32), cp.zeros(max(2 * tiles, 1), np.uint32))
+            # the zeros are written on CuPy's current stream, the kernel may run on another (a
+            # torch stream is non-blocking): wait for them here, once per growth
+            cp.cuda.get_current_stream().synchronize()
         ws, cnt = self._splitk
         return tiles * ns, (np.uint64(ws.data.ptr), np.uint64(cnt.data.ptr))
 
