@@ -41,8 +41,10 @@ def dtype_name(dtype, what):
 
 
 def round_to(x, name):
-    """fp32 array -> array of dtype `name`, rounded to nearest even."""
-    return np.asarray(x, np.float32).astype(DTYPES[name])
+    """fp32 array -> array of dtype `name`, rounded to nearest even; beyond the type's range
+    that is inf, IEEE's rounding, which the GPU kernels' conversions give too (so no warning)."""
+    with np.errstate(over="ignore"):
+        return np.asarray(x, np.float32).astype(DTYPES[name])
 
 
 def float_bits(x: float) -> bytes:

@@ -2,6 +2,7 @@
 interpreter against float64 formulas written here, independently of the op table."""
 import itertools
 import math
+import warnings
 
 import ml_dtypes
 import numpy as np
@@ -126,6 +127,19 @@ def test_each_dtype_loads_in_fp32_and_stores_round_to_nearest_even(dtype):
     exact = (gemm(A, B).astype(np.float32) / np.float32(3) + C.astype(np.float32)).astype(dtype)
     assert got.dtype == np.dtype(dtype)
     np.testing.assert_array_equal(got, exact)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
+def test_a_store_beyond_the_range_rounds_to_inf_without_a_warning(dtype):
+    """IEEE rounding (and the GPU kernels' cvt) takes a value past the largest finite one to
+    inf: a defined result, so the reference neither warns nor clamps."""
+    A, B = np.ones((2, 1), np.float32), np.ones((1, 2), np.float32)
+    big = 3.4e38 if dtype == ml_dtypes.bfloat16 else 1e6     # finite in fp32, past bf16's midpoint to inf
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = run(lambda accum: {"D": accum * big}, A, B, out_dtype=dtype)
+    assert got.dtype == np.dtype(dtype)
+    assert np.isinf(got).all() and (got > 0).all(), got
 
 
 def test_reduction_rounds_once_at_the_end():
