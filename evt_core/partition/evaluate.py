@@ -60,7 +60,10 @@ def _round(x: np.ndarray, t, who: str = "?") -> np.ndarray:
     check(tuple(x.shape) == t.shape, "shape", f"value of shape {tuple(x.shape)} where {t.shape} was declared "
           "or inferred", (who,))
     want = t.numpy_dtype()
-    return x if x.dtype == want else x.astype(want)
+    if x.dtype == want:
+        return x
+    with np.errstate(over="ignore"):     # past a 16-bit type's range: inf, IEEE's rounding (dtypes.round_to)
+        return x.astype(want)
 
 
 __all__ = ["evaluate", "eval_node", "is_float"]
