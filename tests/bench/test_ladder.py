@@ -35,7 +35,8 @@ def test_cpu_smoke_writes_json_and_tables(tmp_path, capsys):
         evt = case["candidates"][0]
         assert evt["status"] == "ok", (case["workload"], evt["reason"])
         assert [c["name"] for c in case["candidates"][1:]] == [n for n, _ in ANCHORS.get(case["workload"], [])]
-    text = open(os.path.join(out, "LADDER.md")).read()
+    with open(os.path.join(out, "LADDER.md")) as f:
+        text = f.read()
     assert "| R5 | 40×72×24 | numpy (call) |" in text and os.path.exists(os.path.join(out, "RESULTS.md"))
     assert "Epilogue ladder" in capsys.readouterr().out
 
