@@ -30,7 +30,8 @@ run_launch_probe() {   # host cost per call of tiny problems -> launch.txt
 # 1 + EVT_DIFF_SIZES problems; EVT_DIFF_SECONDS limit), counted into differential.txt;
 # EVT_DIFFERENTIAL=0 skips it (and runs the property at the small scale with the tests).
 # Then compute-sanitizer memcheck and racecheck over scripts/sanitize_kernels.py -> sanitizer.txt
-# (EVT_SANITIZE=0 skips it). EVT_BENCH=0 skips the benchmark.
+# (EVT_SANITIZE=0 skips it). EVT_BENCH=0 skips the benchmark; EVT_TESTS=0 skips the GPU tests
+# (the tests and the differential stage together outlast one 10-minute call: run them apart).
 # Exit status: 0 only if every stage passed.
 set -u
 cd "$(dirname "$0")/.."
@@ -127,6 +128,7 @@ run_sanitizer() {   # compute-sanitizer memcheck + racecheck over representative
 report_tests() {
   case $1 in
     0) stage "GPU tests passed" ;;
+    skipped) stage "GPU tests skipped (EVT_TESTS=0)" ;;
     5) stage "GPU tests: none collected (exit 5)" ;;
     2|124|130|137) stage "GPU tests stopped: ${TEST_SECONDS} s limit reached or interrupted (exit $1)"; status=1 ;;
     *) stage "GPU tests FAILED (exit $1)"; status=1 ;;
@@ -150,17 +152,22 @@ run_launch_probe() {   # host cost per call of tiny problems -> launch.txt
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU" || true)
 if [ "${EVT_SPLIT_GPUS:-1}" != "0" ] && [ "${ngpu:-0}" -ge 2 ]; then
   stage "split mode: tests on GPU 1, benchmark on GPU 0"
-  (export CUDA_VISIBLE_DEVICES=1; run_tests quiet; echo $? > "$OUTDIR/.tests_rc"
+  (export CUDA_VISIBLE_DEVICES=1; rc=skipped; [ "${EVT_TESTS:-1}" = "0" ] || { run_tests quiet; rc=$?; }
+   echo $rc > "$OUTDIR/.tests_rc"
    [ "${EVT_DIFFERENTIAL:-1}" = "0" ] || run_differential; run_launch_probe) &
   tests_pid=$!
   CUDA_VISIBLE_DEVICES=0 run_bench "$@"
   wait "$tests_pid"
-  tail -n 60 "$OUTDIR/gpu-tests.log"
+  tail -n 60 "$OUTDIR/gpu-tests.log" 2>/dev/null
   report_tests "$(cat "$OUTDIR/.tests_rc")"
   rm -f "$OUTDIR/.tests_rc"
 else
-  run_tests tee
-  report_tests $?
+  if [ "${EVT_TESTS:-1}" != "0" ]; then
+    run_tests tee
+    report_tests $?
+  else
+    report_tests skipped
+  fi
   [ "${EVT_DIFFERENTIAL:-1}" = "0" ] || run_differential
   [ "${EVT_SANITIZE:-1}" = "0" ] || run_sanitizer
   [ "${EVT_BENCH:-1}" = "0" ] || run_bench "$@"
