@@ -31,7 +31,8 @@ run_launch_probe() {   # host cost per call of tiny problems -> launch.txt
 # EVT_DIFFERENTIAL=0 skips it (and runs the property at the small scale with the tests).
 # Then compute-sanitizer memcheck and racecheck over scripts/sanitize_kernels.py -> sanitizer.txt
 # (EVT_SANITIZE=0 skips it). EVT_BENCH=0 skips the benchmark; EVT_TESTS=0 skips the GPU tests
-# (the tests and the differential stage together outlast one 10-minute call: run them apart).
+# (on one GPU the tests and the differential stage together take over ten minutes; these two
+# switches let each run as a command of its own).
 # Exit status: 0 only if every stage passed.
 set -u
 cd "$(dirname "$0")/.."
